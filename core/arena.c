@@ -1,0 +1,201 @@
+/*
+ * arena.c - arenas, page descriptors, the radix map and metadata memory (see arena.h).
+ * Mirrors the kernel's memmap (struct page array) and, for growth, memory hotplug:
+ * committing a chunk is the analogue of onlining memory into a zone (kernel-pcp.md §12.1).
+ */
+#include "arena.h"
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct arena pcpm_arena0;
+struct arena *pcpm_arenas[MAX_ARENAS];
+_Atomic int pcpm_nr_arenas;
+
+/* Radix map: 47-bit user addresses, 4 MiB granules -> 2^25 entries in 2^12 leaves of 2^13. */
+#define GRANULE_SHIFT 22
+#define LEAF_BITS 13
+#define ROOT_BITS (47 - GRANULE_SHIFT - LEAF_BITS)
+static _Atomic(struct region *_Atomic *) map_root[1 << ROOT_BITS];
+static pcpm_lock_t map_lock = PCPM_LOCK_INIT;
+static pcpm_lock_t meta_lock = PCPM_LOCK_INIT;
+static struct region *region_free_list;
+
+struct region *pcpm_region_of(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	if (a >> 47)
+		return NULL;
+	size_t g = a >> GRANULE_SHIFT;
+	struct region *_Atomic *leaf =
+		atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire);
+	if (!leaf)
+		return NULL;
+	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
+}
+
+/* Publishes (or with r == NULL clears) the granules of [base, base+len). */
+void pcpm_map_set(const void *base, size_t len, struct region *r)
+{
+	uintptr_t a = (uintptr_t)base;
+	pcpm_lock(&map_lock);
+	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+		struct region *_Atomic *leaf =
+			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
+		if (!leaf) {
+			leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
+			if (!leaf)
+				pcpm_fatal("out of memory for the page map");
+			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
+		}
+		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
+	}
+	pcpm_unlock(&map_lock);
+}
+
+struct page *pcpm_page_of_slow(const void *p)
+{
+	struct region *r = pcpm_region_of(p);
+	if (!r || r->kind != REGION_ARENA)
+		return NULL;
+	struct arena *a = r->a;
+	uintptr_t off = (uintptr_t)p - (uintptr_t)a->base;
+	if (off >= atomic_load_explicit(&a->committed, memory_order_acquire))
+		return NULL;
+	return a->desc + (off >> PAGE_SHIFT);
+}
+
+/* Smallest reservation worth making; below it we are out of address space. */
+#define MIN_RESERVE (64UL << 20)
+#define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
+
+struct arena *pcpm_arena_create(size_t min_bytes)
+{
+	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
+	if (n >= MAX_ARENAS)
+		return NULL;
+	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
+	min_bytes = ALIGN_UP(MAX(min_bytes, MIN_RESERVE), ARENA_ALIGN);
+	want = MAX(want, min_bytes);
+	int e = errno;
+	for (; want >= min_bytes; want = ALIGN_UP(want / 2, ARENA_ALIGN)) {
+		char *base = pcpm_os_reserve(want, ARENA_ALIGN);
+		if (!base) {
+			if (want == min_bytes)
+				break;
+			continue;
+		}
+		size_t dlen = ALIGN_UP((want >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE);
+		struct page *desc = pcpm_os_reserve(dlen, PAGE_SIZE);
+		struct region *r = pcpm_region_new();
+		struct arena *a = n == 0 ? &pcpm_arena0 : pcpm_meta_alloc(sizeof(*a));
+		if (!desc || !r || !a) {
+			pcpm_os_unmap(base, want);
+			if (desc)
+				pcpm_os_unmap(desc, dlen);
+			break;
+		}
+		a->base = base;
+		a->desc = desc;
+		a->reserved = want;
+		a->idx = n;
+		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
+		r->kind = REGION_ARENA;
+		r->a = a;
+		r->base = base;
+		r->len = want;
+		pcpm_arenas[n] = a;
+		pcpm_map_set(base, want, r);
+		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
+		errno = e;
+		return a;
+	}
+	errno = e;
+	return NULL;
+}
+
+struct page *pcpm_arena_grow(struct arena *a, size_t len)
+{
+	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
+	if (c + len > a->reserved)
+		return NULL;
+	struct page *first = a->desc + (c >> PAGE_SHIFT);
+	size_t dlo = (size_t)((char *)first - (char *)a->desc);
+	size_t dhi = dlo + (len >> PAGE_SHIFT) * sizeof(struct page);
+	/* descriptor pages may already be partly committed: commit the page-aligned cover */
+	dlo &= ~(PAGE_SIZE - 1);
+	dhi = ALIGN_UP(dhi, PAGE_SIZE);
+	int e = errno;
+	if (!pcpm_os_commit((char *)a->desc + dlo, dhi - dlo) || !pcpm_os_commit(a->base + c, len)) {
+		errno = e;
+		return NULL;
+	}
+	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
+	 * only on pages that become block heads, which the zone does. */
+	atomic_store_explicit(&a->committed, c + len, memory_order_release);
+	return first;
+}
+
+/* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */
+static char *meta_cur, *meta_end;
+
+void *pcpm_meta_alloc(size_t len)
+{
+	len = ALIGN_UP(len, 64);
+	pcpm_lock(&meta_lock);
+	if (meta_cur + len > meta_end) {
+		size_t chunk = MAX(len, 1UL << 20);
+		char *p = pcpm_os_map(chunk, PAGE_SIZE);
+		if (!p) {
+			pcpm_unlock(&meta_lock);
+			return NULL;
+		}
+		meta_cur = p;
+		meta_end = p + chunk;
+	}
+	void *r = meta_cur;
+	meta_cur += len;
+	pcpm_unlock(&meta_lock);
+	return r;
+}
+
+struct region *pcpm_region_new(void)
+{
+	pcpm_lock(&meta_lock);
+	struct region *r = region_free_list;
+	if (r)
+		region_free_list = r->next_free;
+	pcpm_unlock(&meta_lock);
+	if (r) {
+		memset(r, 0, sizeof(*r));
+		return r;
+	}
+	return pcpm_meta_alloc(sizeof(struct region));
+}
+
+void pcpm_region_free(struct region *r)
+{
+	pcpm_lock(&meta_lock);
+	r->next_free = region_free_list;
+	region_free_list = r;
+	pcpm_unlock(&meta_lock);
+}
+
+void pcpm_arena_lock_all(void)
+{
+	pcpm_lock(&map_lock);
+	pcpm_lock(&meta_lock);
+}
+
+void pcpm_arena_unlock_all(void)
+{
+	pcpm_unlock(&meta_lock);
+	pcpm_unlock(&map_lock);
+}
+
+void pcpm_arena_reset_locks(void)
+{
+	pcpm_lock_reset(&meta_lock);
+	pcpm_lock_reset(&map_lock);
+}

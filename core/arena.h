@@ -1,0 +1,172 @@
+/*
+ * arena.h - aligned mmap arenas and their page descriptors (the user-space struct page).
+ *
+ * An arena is one large PROT_NONE reservation (PCPMALLOC_ARENA_RESERVE_GB, 4 MiB aligned, so
+ * buddy blocks are naturally aligned in the address space) that the zone commits chunk by
+ * chunk.  Each 4 KiB page has a 64-byte descriptor in a parallel array, committed in step.
+ * Finding the descriptor of any pointer, interior pointers included, is O(1) and lock-free:
+ * a range check against the first arena, else a two-level radix map of 4 MiB granules
+ * (which also knows the huge mappings).  A pointer that lies in no committed arena page and
+ * no huge mapping is foreign: pcpm_page_of() returns NULL and nothing is dereferenced.
+ *
+ * Locks: arena growth runs under the owning zone's lock; the radix map is written under
+ * map_lock and read without locks (entries are published with release stores).
+ */
+#ifndef PCPM_ARENA_H
+#define PCPM_ARENA_H
+
+#include "os.h"
+
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+static inline void list_init(struct list_head *h)
+{
+	h->next = h->prev = h;
+}
+static inline bool list_empty(const struct list_head *h)
+{
+	return h->next == h;
+}
+static inline void __list_insert(struct list_head *e, struct list_head *prev, struct list_head *next)
+{
+	e->next = next;
+	e->prev = prev;
+	prev->next = e;
+	next->prev = e;
+}
+static inline void list_add(struct list_head *e, struct list_head *h)
+{
+	__list_insert(e, h, h->next);
+}
+static inline void list_add_tail(struct list_head *e, struct list_head *h)
+{
+	__list_insert(e, h->prev, h);
+}
+static inline void list_del(struct list_head *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->next = e->prev = NULL;
+}
+
+/* Page states: what owns the page.  Only head pages of a block carry BUDDY/PCP/LARGE. */
+enum page_state {
+	PG_NONE = 0, /* tail page of a block, or never used */
+	PG_BUDDY,    /* head of a free block in the zone's free_area[order] */
+	PG_PCP,	     /* head of a free block on a pcp list */
+	PG_SLAB,     /* any page of a slab; slab_head points at the slab's first page */
+	PG_LARGE,    /* head of a page run handed to the program (npages long) */
+};
+
+/* flags */
+#define PG_DIRTY 0x1 /* block was written since it was last committed or purged */
+
+/*
+ * struct page: one per 4 KiB page, 64 bytes.  Written under the lock of whoever owns the
+ * page (zone lock for BUDDY, pcp lock for PCP, kmem_cache lock for SLAB list state); the
+ * fields the free fast path reads (state, slab_head, cls, addr) are written before the page
+ * is published to another thread through a lock.
+ */
+struct page {
+	struct list_head lru; /* free_area / pcp / slab partial list link */
+	union {
+		uint64_t freed_ms; /* BUDDY: when the block became free (purge age) */
+		void *freelist;	   /* SLAB head: first free object (SLUB freelist) */
+	};
+	struct kmem_cache *slab_cache; /* SLAB: owning cache */
+	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
+	char *addr;		       /* SLAB head: address of the slab's first byte */
+	uint32_t npages;	       /* LARGE head: pages in the run */
+	uint16_t inuse;		       /* SLAB head: objects handed out */
+	uint16_t carved;	       /* SLAB head: objects cut so far (bump carving) */
+	uint8_t state;		       /* enum page_state */
+	uint8_t order;		       /* BUDDY/PCP: block order; SLAB: slab order */
+	uint8_t flags;		       /* PG_DIRTY */
+	uint8_t cls;		       /* SLAB: size class index */
+	uint8_t arena;		       /* index of the owning arena */
+} __attribute__((aligned(64)));
+
+#define MAX_ARENAS 64
+
+struct arena {
+	char *base;		  /* first byte; 4 MiB aligned */
+	_Atomic size_t committed; /* bytes committed (readable/writable) from base */
+	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
+	size_t reserved;	  /* bytes reserved */
+	int idx;		  /* position in pcpm_arenas */
+};
+
+/* The first arena is kept by value so the free path's lookup is one compare. */
+extern struct arena pcpm_arena0;
+extern struct arena *pcpm_arenas[MAX_ARENAS];
+extern _Atomic int pcpm_nr_arenas;
+
+/* Radix map entries: what a 4 MiB granule belongs to. */
+enum region_kind { REGION_ARENA = 1, REGION_HUGE = 2 };
+struct region {
+	int kind;
+	char *base;	 /* HUGE: user pointer (start of the mapping) */
+	size_t len;	 /* HUGE: bytes mapped */
+	struct arena *a; /* ARENA: the arena */
+	struct region *next_free;
+};
+
+struct region *pcpm_region_of(const void *p);
+void pcpm_map_set(const void *base, size_t len, struct region *r);
+
+struct page *pcpm_page_of_slow(const void *p);
+
+/* Descriptor of the page holding p, or NULL when p is not in committed arena memory. */
+static inline struct page *pcpm_page_of(const void *p)
+{
+	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
+	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed)))
+		return pcpm_arena0.desc + (off >> PAGE_SHIFT);
+	return pcpm_page_of_slow(p);
+}
+
+static inline struct arena *arena_of_page(struct page *pg)
+{
+	return pg->arena == 0 ? &pcpm_arena0 : pcpm_arenas[pg->arena];
+}
+
+/* Address of the page a descriptor describes. */
+static inline char *page_address(struct page *pg)
+{
+	struct arena *a = arena_of_page(pg);
+	return a->base + ((size_t)(pg - a->desc) << PAGE_SHIFT);
+}
+
+/* Page frame number inside its arena. */
+static inline size_t page_pfn(struct page *pg)
+{
+	return (size_t)(pg - arena_of_page(pg)->desc);
+}
+
+/*
+ * Creates a new arena able to hold at least min_bytes; NULL when the address space is
+ * exhausted.  The reservation is halved until mmap succeeds (ulimit -v, overcommit=2).
+ * Caller holds the zone lock.
+ */
+struct arena *pcpm_arena_create(size_t min_bytes);
+
+/*
+ * Commits the next len bytes of a (and their descriptors); returns the first new
+ * descriptor, or NULL when the arena is full or the kernel refuses.  Zone lock held.
+ */
+struct page *pcpm_arena_grow(struct arena *a, size_t len);
+
+/* Internal metadata memory (region structs, radix leaves): zeroed, never freed. */
+void *pcpm_meta_alloc(size_t len);
+
+struct region *pcpm_region_new(void);
+void pcpm_region_free(struct region *r);
+
+/* fork support */
+void pcpm_arena_lock_all(void);
+void pcpm_arena_unlock_all(void);
+void pcpm_arena_reset_locks(void);
+
+#endif

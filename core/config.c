@@ -1,0 +1,184 @@
+/*
+ * config.c - the PCPMALLOC_* table (see config.h).  Defaults reproduce the newest mainline
+ * kernel behaviour (kernel-pcp.md "pcpmalloc's choices" and §12.9).
+ */
+#include "config.h"
+#include "os.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pcpm_config pcpm_cfg;
+
+enum type { T_INT, T_ENUM, T_STR };
+
+struct tunable {
+	const char *name;
+	enum type type;
+	int *ival;
+	const char **sval;
+	int deflt, min, max;
+	const char *names; /* T_ENUM: "a|b|c" (value = index); "auto" maps to AUTO */
+	const char *meaning;
+};
+
+#define I(f) &pcpm_cfg.f, NULL
+static const struct tunable table[] = {
+	{ "PCPMALLOC_STATS", T_ENUM, I(stats), 0, 0, 2, "0|1|json",
+	  "print counters at exit: 1 = text on stderr, json = one JSON object" },
+	{ "PCPMALLOC_STATS_FILE", T_STR, NULL, &pcpm_cfg.stats_file, 0, 0, 0, NULL,
+	  "where PCPMALLOC_STATS goes (%p = pid); stderr when unset" },
+	{ "PCPMALLOC_VERBOSE", T_INT, I(verbose), 0, 0, 2, NULL, "diagnostic messages" },
+	{ "PCPMALLOC_BATCH", T_INT, I(batch), AUTO, 1, 1023, NULL,
+	  "pcp batch in pages (zone_batchsize: 63 for any heap >= 256 MiB)" },
+	{ "PCPMALLOC_HIGH_MIN", T_INT, I(high_min), AUTO, 1, 1 << 20, NULL,
+	  "pcp high_min in pages (default 4 * batch)" },
+	{ "PCPMALLOC_HIGH_MAX", T_INT, I(high_max), AUTO, 1, 1 << 22, NULL,
+	  "pcp high_max in pages (default: the CPU's cache slice, >= 4 * batch)" },
+	{ "PCPMALLOC_BATCH_SCALE_MAX", T_INT, I(batch_scale_max), 5, 0, 6, NULL,
+	  "CONFIG_PCP_BATCH_SCALE_MAX: refill/drain at most batch << this" },
+	{ "PCPMALLOC_ALLOC_SCALE", T_INT, I(alloc_scale), 1, 0, 1, NULL,
+	  "alloc_factor: grow order-0 refills during long allocation runs" },
+	{ "PCPMALLOC_FREE_HIGH", T_INT, I(free_high), 1, 0, 1, NULL,
+	  "free_high: drain order 1..3 pages when a CPU mostly frees" },
+	{ "PCPMALLOC_FREE_HIGH_BATCH", T_ENUM, I(free_high_batch), AUTO, -1, 1, "0|1",
+	  "PCPF_FREE_HIGH_BATCH: keep batch pages before a free_high drain (auto: slice > 3*batch)" },
+	{ "PCPMALLOC_FREE_HIGH_THRESH", T_INT, I(free_high_thresh), AUTO, 0, 1 << 20, NULL,
+	  "free_count threshold for free_high in pages (default batch + high_min/2)" },
+	{ "PCPMALLOC_SLICE_FACTOR", T_INT, I(slice_factor), 3, 1, 64, NULL,
+	  "PCPF_FREE_HIGH_BATCH is set when slice > factor * batch pages" },
+	{ "PCPMALLOC_FBATCH", T_INT, I(fbatch), AUTO, 1, 255, NULL,
+	  "objects per thread-cache refill/flush (pagevec: 15, or 31 above 64 CPUs)" },
+	{ "PCPMALLOC_DECAY_MS", T_INT, I(decay_ms), 1000, 1, 3600000, NULL,
+	  "period of decay_pcp_high and of purging idle free memory (ms)" },
+	{ "PCPMALLOC_DECAY_SHIFT", T_INT, I(decay_shift), 3, 1, 16, NULL,
+	  "mainline decay: high -= high >> shift per period" },
+	{ "PCPMALLOC_DECAY_MODE", T_ENUM, I(decay_mode), 0, 0, 1, "mainline|count_min",
+	  "count_min = the RFC 'avoid to reduce PCP high unnecessarily'" },
+	{ "PCPMALLOC_COUNT_MIN_DIV", T_INT, I(count_min_div), 5, 1, 64, NULL,
+	  "count_min mode decays by min(count_min, high / div)" },
+	{ "PCPMALLOC_TCACHE", T_INT, I(tcache), 1, 0, 1, NULL, "per-thread object caches" },
+	{ "PCPMALLOC_ARENA_RESERVE_GB", T_INT, I(arena_reserve_gb), 64, 1, 1 << 14, NULL,
+	  "virtual address space reserved per arena (GiB; halved until mmap succeeds)" },
+	{ "PCPMALLOC_ARENA_CHUNK_MB", T_INT, I(arena_chunk_mb), 64, 4, 1 << 16, NULL,
+	  "zone growth step (MiB, multiple of 4)" },
+	{ "PCPMALLOC_CPU_SOURCE", T_ENUM, I(cpu_source), 0, 0, 2, "rseq|getcpu|tid",
+	  "how the current CPU is found (rseq cpu_id, sched_getcpu, thread-id hash)" },
+};
+#define NTUNABLES (sizeof(table) / sizeof(table[0]))
+
+static struct pcpm_tunable_doc docs[NTUNABLES];
+
+static bool parse_int(const char *s, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 0);
+	if (errno || end == s || *end)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Enum value: index in "a|b|c", or AUTO for "auto"; -2 when unknown. */
+static int parse_enum(const char *names, const char *s)
+{
+	if (strcmp(s, "auto") == 0)
+		return AUTO;
+	int idx = 0;
+	size_t n = strlen(s);
+	for (const char *p = names; *p; idx++) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+		if (len == n && strncmp(p, s, n) == 0)
+			return idx;
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return -2;
+}
+
+void pcpm_config_init(void)
+{
+	int e = errno;
+	for (size_t i = 0; i < NTUNABLES; i++) {
+		const struct tunable *t = &table[i];
+		if (t->type == T_STR) {
+			const char *v = pcpm_getenv(t->name);
+			*t->sval = (v && *v) ? v : NULL;
+			continue;
+		}
+		*t->ival = t->deflt;
+		const char *v = pcpm_getenv(t->name);
+		if (!v)
+			continue;
+		long x;
+		bool ok = false;
+		if (t->type == T_ENUM) {
+			int k = parse_enum(t->names, v);
+			if (k == AUTO && t->deflt == AUTO) {
+				x = AUTO;
+				ok = true;
+			} else if (k >= 0) {
+				x = k;
+				ok = true;
+			} else if (parse_int(v, &x) && x >= t->min && x <= t->max) {
+				ok = true;
+			}
+		} else if (strcmp(v, "auto") == 0 && t->deflt == AUTO) {
+			x = AUTO;
+			ok = true;
+		} else {
+			ok = parse_int(v, &x) && x >= t->min && x <= t->max;
+		}
+		if (ok) {
+			*t->ival = (int)x;
+		} else if (t->type == T_ENUM) {
+			pcpm_warn("ignoring %s=%s: expected one of %s%s; using the default", t->name,
+				  v, t->names, t->deflt == AUTO ? "|auto" : "");
+		} else {
+			pcpm_warn("ignoring %s=%s: expected an integer in [%d, %d]%s; using the default",
+				  t->name, v, t->min, t->max, t->deflt == AUTO ? " or auto" : "");
+		}
+	}
+	errno = e;
+}
+
+const struct pcpm_tunable_doc *pcpm_tunable_docs(size_t *n)
+{
+	static char defbuf[NTUNABLES][24], rangebuf[NTUNABLES][40];
+	for (size_t i = 0; i < NTUNABLES; i++) {
+		const struct tunable *t = &table[i];
+		docs[i].name = t->name;
+		docs[i].meaning = t->meaning;
+		docs[i].deflt = defbuf[i];
+		docs[i].range = rangebuf[i];
+		if (t->type == T_STR) {
+			snprintf(defbuf[i], sizeof(defbuf[i]), "unset");
+			snprintf(rangebuf[i], sizeof(rangebuf[i]), "path");
+			continue;
+		}
+		if (t->deflt == AUTO) {
+			snprintf(defbuf[i], sizeof(defbuf[i]), "auto");
+		} else if (t->type == T_ENUM) {
+			const char *p = t->names;
+			for (int k = 0; k < t->deflt && strchr(p, '|'); k++)
+				p = strchr(p, '|') + 1;
+			int len = strchr(p, '|') ? (int)(strchr(p, '|') - p) : (int)strlen(p);
+			snprintf(defbuf[i], sizeof(defbuf[i]), "%.*s", len, p);
+		} else {
+			snprintf(defbuf[i], sizeof(defbuf[i]), "%d", t->deflt);
+		}
+		if (t->type == T_ENUM)
+			snprintf(rangebuf[i], sizeof(rangebuf[i]), "%s%s", t->names,
+				 t->deflt == AUTO ? "|auto" : "");
+		else
+			snprintf(rangebuf[i], sizeof(rangebuf[i]), "%d..%d%s", t->min, t->max,
+				 t->deflt == AUTO ? ", auto" : "");
+	}
+	*n = NTUNABLES;
+	return docs;
+}

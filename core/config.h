@@ -1,0 +1,54 @@
+/*
+ * config.h - every PCPMALLOC_* tunable, read once from the environment at initialisation.
+ *
+ * One table (config.c) gives name, type, default, range and meaning; the README prints the
+ * same table.  A malformed value prints one warning line and the default is used.
+ * Thread-safety: written only by pcpm_config_init() before any other thread can allocate;
+ * read-only afterwards.  Kernel analogues are listed in kernel-pcp.md §12.9.
+ */
+#ifndef PCPM_CONFIG_H
+#define PCPM_CONFIG_H
+
+#include <stddef.h>
+
+enum { STATS_OFF = 0, STATS_TEXT = 1, STATS_JSON = 2 };
+enum { DECAY_MAINLINE = 0, DECAY_COUNT_MIN = 1 };
+enum { CPU_RSEQ = 0, CPU_GETCPU = 1, CPU_TID = 2 };
+enum { AUTO = -1 };
+
+struct pcpm_config {
+	int stats;		/* PCPMALLOC_STATS: off | 1 (text) | json */
+	const char *stats_file; /* PCPMALLOC_STATS_FILE: path, %p -> pid; NULL = stderr */
+	int verbose;		/* PCPMALLOC_VERBOSE */
+	int batch;		/* PCPMALLOC_BATCH: pages, AUTO = zone_batchsize() */
+	int high_min;		/* PCPMALLOC_HIGH_MIN: pages, AUTO = 4 * batch */
+	int high_max;		/* PCPMALLOC_HIGH_MAX: pages, AUTO = cache slice */
+	int batch_scale_max;	/* PCPMALLOC_BATCH_SCALE_MAX: CONFIG_PCP_BATCH_SCALE_MAX (5) */
+	int alloc_scale;	/* PCPMALLOC_ALLOC_SCALE: alloc_factor on/off */
+	int free_high;		/* PCPMALLOC_FREE_HIGH: free_high drains on/off */
+	int free_high_batch;	/* PCPMALLOC_FREE_HIGH_BATCH: AUTO | 0 | 1 (PCPF_FREE_HIGH_BATCH) */
+	int free_high_thresh;	/* PCPMALLOC_FREE_HIGH_THRESH: pages, AUTO = batch + high_min/2 */
+	int slice_factor;	/* PCPMALLOC_SLICE_FACTOR: slice > factor * batch sets the flag */
+	int fbatch;		/* PCPMALLOC_FBATCH: objects per thread-cache refill/flush, AUTO */
+	int decay_ms;		/* PCPMALLOC_DECAY_MS: decay_pcp_high / purge period */
+	int decay_shift;	/* PCPMALLOC_DECAY_SHIFT: high -= high >> shift per period */
+	int decay_mode;		/* PCPMALLOC_DECAY_MODE: mainline | count_min */
+	int count_min_div;	/* PCPMALLOC_COUNT_MIN_DIV: count_min mode decays min(count_min, high/div) */
+	int tcache;		/* PCPMALLOC_TCACHE: per-thread caches on/off */
+	int arena_reserve_gb;	/* PCPMALLOC_ARENA_RESERVE_GB: VA reserved per arena */
+	int arena_chunk_mb;	/* PCPMALLOC_ARENA_CHUNK_MB: zone growth step */
+	int cpu_source;		/* PCPMALLOC_CPU_SOURCE: rseq | getcpu | tid */
+};
+
+extern struct pcpm_config pcpm_cfg;
+
+/* Reads the environment; prints one warning per malformed value. Never allocates. */
+void pcpm_config_init(void);
+
+/* The table, for documentation tools: name, default as text, meaning. */
+struct pcpm_tunable_doc {
+	const char *name, *deflt, *range, *meaning;
+};
+const struct pcpm_tunable_doc *pcpm_tunable_docs(size_t *n);
+
+#endif

@@ -1,0 +1,569 @@
+/*
+ * malloc.c - the allocation API: initialisation, size dispatch, large page runs, huge
+ * mappings, realloc, aligned allocation, trim and fork (see malloc.h).
+ */
+#define _GNU_SOURCE
+#include "alloc.h"
+#include "config.h"
+#include "topology.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
+static _Atomic int init_done;
+
+void pcpm_init(void)
+{
+	if (likely(atomic_load_explicit(&init_done, memory_order_acquire)))
+		return;
+	pcpm_lock(&init_lock);
+	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
+		pcpm_config_init();
+		pcpm_topology_init();
+		pcpm_zone_init(&pcpm_zone);
+		pcpm_pcp_init();
+		pcpm_slab_init();
+		pcpm_tcache_init();
+		atomic_store_explicit(&init_done, 1, memory_order_release);
+	}
+	pcpm_unlock(&init_lock);
+}
+
+void pcpm_bad_pointer(const char *call, const void *p)
+{
+	pcpm_fatal("%s(): invalid pointer %p", call, p);
+}
+
+static PCPM_COLD void double_free(const char *call, const void *p)
+{
+	pcpm_fatal("%s(): double free %p", call, p);
+}
+
+static inline void count_malloc(void)
+{
+	tcache_count(false);
+}
+
+/* ---- huge: mappings of their own, registered in the radix map ----------------------- */
+
+#define HUGE_ALIGN (4UL << 20) /* one granule per mapping start: no two share a granule */
+#define HUGE_CACHE_SLOTS 4
+#define HUGE_CACHE_MAX (32UL << 20)
+
+static pcpm_lock_t huge_lock = PCPM_LOCK_INIT;
+static struct region *huge_cache[HUGE_CACHE_SLOTS];
+static _Atomic size_t huge_bytes, huge_count;
+static _Atomic uint64_t huge_allocs, huge_hits;
+
+enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
+#define huge_state(r) ((r)->next_free == (struct region *)1 ? HUGE_CACHED : HUGE_LIVE)
+
+static void *huge_alloc(size_t size, size_t align)
+{
+	size_t len = ALIGN_UP(size, PAGE_SIZE);
+	if (len < size)
+		return NULL;
+	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
+	if (align <= HUGE_ALIGN) {
+		/* reuse a cached mapping that fits without wasting more than a quarter */
+		pcpm_lock(&huge_lock);
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+			struct region *r = huge_cache[i];
+			if (r && r->len >= len && r->len - len <= r->len / 4) {
+				huge_cache[i] = NULL;
+				r->next_free = NULL;
+				pcpm_unlock(&huge_lock);
+				atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
+				return r->base;
+			}
+		}
+		pcpm_unlock(&huge_lock);
+	}
+	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
+	if (!p)
+		return NULL;
+	struct region *r = pcpm_region_new();
+	if (!r) {
+		pcpm_os_unmap(p, len);
+		return NULL;
+	}
+	r->kind = REGION_HUGE;
+	r->base = p;
+	r->len = len;
+	r->next_free = NULL;
+	pcpm_map_set(p, len, r);
+	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
+	return p;
+}
+
+static void huge_unmap(struct region *r)
+{
+	pcpm_map_set(r->base, r->len, NULL);
+	pcpm_os_unmap(r->base, r->len);
+	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	pcpm_region_free(r);
+}
+
+static void huge_free(struct region *r)
+{
+	if (r->len <= HUGE_CACHE_MAX) {
+		/* keep the mapping, give its pages back: reuse saves mmap/munmap and reads zero */
+		pcpm_os_purge(r->base, r->len);
+		pcpm_lock(&huge_lock);
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+			if (!huge_cache[i]) {
+				huge_cache[i] = r;
+				r->next_free = (struct region *)1;
+				pcpm_unlock(&huge_lock);
+				return;
+			}
+		}
+		pcpm_unlock(&huge_lock);
+	}
+	huge_unmap(r);
+}
+
+static void huge_cache_drain(void)
+{
+	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+		pcpm_lock(&huge_lock);
+		struct region *r = huge_cache[i];
+		huge_cache[i] = NULL;
+		pcpm_unlock(&huge_lock);
+		if (r)
+			huge_unmap(r);
+	}
+}
+
+/* Grows or shrinks a huge mapping with mremap; the result stays 4 MiB aligned. */
+static void *huge_realloc(struct region *r, size_t size)
+{
+	size_t len = ALIGN_UP(size, PAGE_SIZE);
+	if (len == r->len)
+		return r->base;
+	char *old = r->base;
+	size_t oldlen = r->len;
+	void *p = mremap(old, oldlen, len, 0);
+	if (p == MAP_FAILED) {
+		/* move: into an aligned reservation, so the pages are moved, not copied */
+		char *dst = pcpm_os_reserve(len, HUGE_ALIGN);
+		if (!dst)
+			return NULL;
+		p = mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+		if (p == MAP_FAILED) {
+			pcpm_os_unmap(dst, len);
+			return NULL;
+		}
+	}
+	if (p != old || len < oldlen)
+		pcpm_map_set(old, oldlen, NULL);
+	r->base = p;
+	r->len = len;
+	pcpm_map_set(p, len, r);
+	if (len > oldlen)
+		atomic_fetch_add_explicit(&huge_bytes, len - oldlen, memory_order_relaxed);
+	else
+		atomic_fetch_sub_explicit(&huge_bytes, oldlen - len, memory_order_relaxed);
+	return p;
+}
+
+/* ---- large: page runs from the pcp (orders 0..3) or the zone (alloc_pages_exact) ---- */
+
+static void *large_alloc(size_t size, size_t align)
+{
+	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
+		return huge_alloc(size, align);
+	size_t np = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
+	unsigned order = (unsigned)ilog2_ceil(np);
+	unsigned align_order = align > PAGE_SIZE ? (unsigned)ilog2_ceil(align >> PAGE_SHIFT) : 0;
+	struct page *pg;
+	for (int attempt = 0;; attempt++) {
+		if (order <= PAGE_ALLOC_COSTLY_ORDER && align_order <= order) {
+			pg = pcp_alloc(order);
+			np = 1UL << order; /* a whole pcp block: its buddy could not use the rest */
+		} else {
+			pg = zone_alloc_run(&pcpm_zone, np, align_order);
+		}
+		if (pg || attempt)
+			break;
+		/* __alloc_pages_direct_reclaim's rule: drain every pcp, then retry once */
+		pcp_drain_all();
+	}
+	if (!pg)
+		return NULL;
+	pcpm_tc.large_allocs++; /* thread-local; folded in by the tcache registry */
+	pg->npages = (uint32_t)np;
+	pg->state = PG_LARGE;
+	return page_address(pg);
+}
+
+/* A run of 2^k pages (k <= 3) is a naturally aligned block: it goes back through the pcp. */
+static void large_free_pages(struct page *pg, size_t np)
+{
+	if (np <= (1UL << PAGE_ALLOC_COSTLY_ORDER) && !(np & (np - 1))) {
+		pcp_free(pg, (unsigned)ilog2_ceil(np));
+		return;
+	}
+	zone_free_run(&pcpm_zone, pg, np);
+}
+
+static void large_free(struct page *pg)
+{
+	size_t np = pg->npages;
+	pg->state = PG_NONE;
+	large_free_pages(pg, np);
+}
+
+/* Classifies a pointer that is not a slab object: frees it, or aborts. */
+void pcpm_free_slow(void *p, struct page *pg, const char *call)
+{
+	if (pg) {
+		if (pg->state == PG_LARGE && p == page_address(pg)) {
+			tcache_count(true);
+			large_free(pg);
+			return;
+		}
+		if (pg->state == PG_SLAB) /* slab object that failed validation in a caller */
+			pcpm_bad_pointer(call, p);
+		if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
+			double_free(call, p);
+		pcpm_bad_pointer(call, p);
+	}
+	struct region *r = pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && r->base == p) {
+		if (huge_state(r) == HUGE_CACHED)
+			double_free(call, p);
+		tcache_count(true);
+		huge_free(r);
+		return;
+	}
+	pcpm_bad_pointer(call, p);
+}
+
+void *pcpm_malloc_slow(size_t n)
+{
+	pcpm_init();
+	tcache_ensure();
+	void *p;
+	if (n <= SLAB_MAX_SIZE) {
+		p = tcache_alloc_slow(size_to_class(n));
+	} else if (n > PTRDIFF_MAX) {
+		p = NULL;
+	} else {
+		p = large_alloc(n, 0);
+		if (p)
+			count_malloc();
+	}
+	if (unlikely(!p))
+		errno = ENOMEM;
+	return p;
+}
+
+/* ---- calloc / realloc ------------------------------------------------------------------ */
+
+void *pcpm_calloc(size_t nmemb, size_t size)
+{
+	size_t n;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = pcpm_malloc(n);
+	if (unlikely(!p))
+		return NULL;
+	if (n <= SLAB_MAX_SIZE) {
+		memset(p, 0, n);
+		return p;
+	}
+	/* Page runs never written since they were committed or purged read as zero, and so
+	 * do huge mappings (fresh, or purged when cached). */
+	struct page *pg = pcpm_page_of(p);
+	if (pg && (pg->flags & PG_DIRTY))
+		memset(p, 0, n);
+	return p;
+}
+
+size_t pcpm_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	struct page *pg = pcpm_page_of(p);
+	if (pg) {
+		if (pg->state == PG_SLAB) {
+			struct page *head = pg->slab_head;
+			if (slab_obj_index(head, p) < 0)
+				pcpm_bad_pointer("malloc_usable_size", p);
+			return head->slab_cache->size;
+		}
+		if (pg->state == PG_LARGE && p == page_address(pg))
+			return (size_t)pg->npages << PAGE_SHIFT;
+		pcpm_bad_pointer("malloc_usable_size", p);
+	}
+	struct region *r = pcpm_region_of(p);
+	if (!r || r->kind != REGION_HUGE || r->base != p || huge_state(r) != HUGE_LIVE)
+		pcpm_bad_pointer("malloc_usable_size", p);
+	return r->len;
+}
+
+static void *realloc_move(void *p, size_t old_usable, size_t size)
+{
+	void *q = pcpm_malloc(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, MIN(old_usable, size));
+	pcpm_free_call(p, "realloc");
+	return q;
+}
+
+void *pcpm_realloc(void *p, size_t size)
+{
+	if (!p)
+		return pcpm_malloc(size);
+	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
+		pcpm_free_call(p, "realloc");
+		return NULL;
+	}
+	if (unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		struct page *head = pg->slab_head;
+		if (slab_obj_index(head, p) < 0)
+			pcpm_bad_pointer("realloc", p);
+		if (((uintptr_t *)p)[1] == pcpm_free_key)
+			tcache_check_double_free(p, head, "realloc");
+		size_t usable = head->slab_cache->size;
+		/* same class, or shrinking by less than half: stay */
+		if (size <= usable && (size > SLAB_MAX_SIZE || size_to_class(size) == head->cls ||
+				       size >= usable / 2))
+			return p;
+		return realloc_move(p, usable, size);
+	}
+	if (pg) {
+		if (pg->state != PG_LARGE || p != page_address(pg)) {
+			if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
+				double_free("realloc", p);
+			pcpm_bad_pointer("realloc", p);
+		}
+		size_t np = pg->npages, usable = np << PAGE_SHIFT;
+		size_t nnp = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
+		if (size > SLAB_MAX_SIZE && size <= HUGE_THRESHOLD) {
+			if (nnp <= np) {
+				/* shrink in place; a tail worth giving back goes to the zone */
+				if (nnp < np / 2 || (np > 8 && nnp < np)) {
+					pg->npages = (uint32_t)nnp;
+					struct page *tail = pg + nnp;
+					tail->flags = pg->flags;
+					tail->arena = pg->arena;
+					zone_free_run(&pcpm_zone, tail, np - nnp);
+				}
+				return p;
+			}
+			if (zone_extend_run(&pcpm_zone, pg, np, nnp)) {
+				pg->npages = (uint32_t)nnp;
+				return p;
+			}
+		}
+		return realloc_move(p, usable, size);
+	}
+	struct region *r = pcpm_region_of(p);
+	if (!r || r->kind != REGION_HUGE || r->base != p)
+		pcpm_bad_pointer("realloc", p);
+	if (huge_state(r) == HUGE_CACHED)
+		double_free("realloc", p);
+	if (size > HUGE_THRESHOLD) {
+		void *q = huge_realloc(r, size);
+		if (!q)
+			errno = ENOMEM;
+		return q;
+	}
+	return realloc_move(p, r->len, size);
+}
+
+void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pcpm_realloc(p, n);
+}
+
+/* ---- aligned allocation --------------------------------------------------------------- */
+
+/* align: a power of two >= 16. */
+static void *aligned_alloc_pow2(size_t align, size_t size)
+{
+	if (align <= 16)
+		return pcpm_malloc(size);
+	pcpm_init();
+	if (size > PTRDIFF_MAX || align > PTRDIFF_MAX / 2) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t need = MAX(size, align);
+	if (need <= SLAB_MAX_SIZE) {
+		/* a class whose objects are multiples of align in a slab aligned to at least
+		 * align has every object aligned */
+		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
+			struct kmem_cache *s = &pcpm_caches[c];
+			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
+				void *p = tcache_pop(c);
+				if (!p)
+					p = tcache_alloc_slow(c);
+				if (!p)
+					errno = ENOMEM;
+				return p;
+			}
+		}
+	}
+	void *p = large_alloc(MAX(size, SLAB_MAX_SIZE + 1), align);
+	if (!p) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	count_malloc();
+	return p;
+}
+
+void *pcpm_memalign(size_t align, size_t size)
+{
+	if (align > ((size_t)1 << 62)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (align < 16)
+		align = 16;
+	if (align & (align - 1)) /* glibc rounds a non-power of two up */
+		align = (size_t)1 << (64 - __builtin_clzl(align));
+	return aligned_alloc_pow2(align, size);
+}
+
+int pcpm_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (align < sizeof(void *) || (align & (align - 1)))
+		return EINVAL;
+	int e = errno;
+	void *p = aligned_alloc_pow2(MAX(align, 16), size);
+	if (!p) {
+		errno = e;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+void *pcpm_aligned_alloc(size_t align, size_t size)
+{
+	if (align == 0 || (align & (align - 1))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return aligned_alloc_pow2(MAX(align, 16), size);
+}
+
+void *pcpm_valloc(size_t size)
+{
+	return aligned_alloc_pow2(PAGE_SIZE, size);
+}
+
+void *pcpm_pvalloc(size_t size)
+{
+	size_t r = ALIGN_UP(size ? size : 1, PAGE_SIZE);
+	if (r < size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return aligned_alloc_pow2(PAGE_SIZE, r);
+}
+
+/* ---- trim, info, fork ----------------------------------------------------------------- */
+
+int pcpm_trim(size_t pad)
+{
+	(void)pad;
+	pcpm_init();
+	tcache_flush_all(&pcpm_tc);
+	slab_shrink_all();
+	pcp_drain_all();
+	huge_cache_drain();
+	return zone_purge(&pcpm_zone, 0) > 0;
+}
+
+void pcpm_mallinfo(struct pcpm_mallinfo *mi)
+{
+	memset(mi, 0, sizeof(*mi));
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+		return;
+	struct zone *z = &pcpm_zone;
+	size_t managed = z->managed_pages << PAGE_SHIFT, freeb = z->free_pages << PAGE_SHIFT;
+	size_t nfree = 0;
+	for (int o = 0; o < NR_PAGE_ORDERS; o++)
+		nfree += z->free_area[o].nr_free;
+	mi->arena = managed;
+	mi->ordblks = nfree;
+	mi->fordblks = freeb;
+	mi->uordblks = managed - freeb;
+	mi->hblks = atomic_load_explicit(&huge_count, memory_order_relaxed);
+	mi->hblkhd = atomic_load_explicit(&huge_bytes, memory_order_relaxed);
+}
+
+void pcpm_huge_stats_add(struct pcpm_stats *s);
+void pcpm_huge_stats_add(struct pcpm_stats *s)
+{
+	s->huge_alloc += atomic_load_explicit(&huge_allocs, memory_order_relaxed);
+	s->huge_cache_hits += atomic_load_explicit(&huge_hits, memory_order_relaxed);
+	s->mapped_bytes += atomic_load_explicit(&huge_bytes, memory_order_relaxed);
+}
+
+/*
+ * fork: take every lock in the allocator's lock order (init, kmem_caches, pcps, zone,
+ * huge, map/meta, tcache registry) so the child gets consistent data; the child then
+ * resets the locks instead of unlocking (its owners do not exist there).
+ */
+void pcpm_fork_prepare(void)
+{
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+		return;
+	pcpm_lock(&init_lock);
+	slab_lock_all();
+	pcp_lock_all();
+	pcpm_lock(&pcpm_zone.lock);
+	pcpm_lock(&huge_lock);
+	pcpm_arena_lock_all();
+	tcache_lock_registry();
+}
+
+void pcpm_fork_parent(void)
+{
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+		return;
+	tcache_unlock_registry();
+	pcpm_arena_unlock_all();
+	pcpm_unlock(&huge_lock);
+	pcpm_unlock(&pcpm_zone.lock);
+	pcp_unlock_all();
+	slab_unlock_all();
+	pcpm_unlock(&init_lock);
+}
+
+void pcpm_fork_child(void)
+{
+	if (!atomic_load_explicit(&init_done, memory_order_acquire))
+		return;
+	tcache_fork_child();
+	pcpm_arena_reset_locks();
+	pcpm_lock_reset(&huge_lock);
+	pcpm_lock_reset(&pcpm_zone.lock);
+	pcp_reset_locks();
+	slab_reset_locks();
+	pcpm_lock_reset(&init_lock);
+}

@@ -1,0 +1,221 @@
+/*
+ * os.c - the OS primitives of pcpmalloc (see os.h).  The only file that issues mmap,
+ * mprotect, madvise, futex and clock calls.
+ */
+#define _GNU_SOURCE
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static long futex(_Atomic int *uaddr, int op, int val)
+{
+	return syscall(SYS_futex, (int *)uaddr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+/*
+ * Drepper's three-state mutex ("Futexes are tricky"), with a short spin first: most
+ * holds (a batch of pages or objects) are shorter than a futex round trip.
+ */
+uint64_t pcpm_lock_wait(pcpm_lock_t *l)
+{
+	uint64_t t0 = pcpm_now_ns();
+	for (int i = 0; i < 100; i++) {
+		__builtin_ia32_pause();
+		if (atomic_load_explicit(&l->v, memory_order_relaxed) == 0 && pcpm_trylock(l))
+			goto out;
+	}
+	int c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
+	while (c != 0) {
+		futex(&l->v, FUTEX_WAIT, 2);
+		c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
+	}
+out:;
+	uint64_t dt = pcpm_now_ns() - t0;
+	return dt ? dt : 1;
+}
+
+void pcpm_unlock_wake(pcpm_lock_t *l)
+{
+	futex(&l->v, FUTEX_WAKE, 1);
+}
+
+void *pcpm_os_reserve(size_t len, size_t align)
+{
+	size_t over = len + (align > PAGE_SIZE ? align : 0);
+	char *p = mmap(NULL, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (align <= PAGE_SIZE)
+		return p;
+	char *a = (char *)ALIGN_UP((uintptr_t)p, align);
+	if (a > p)
+		munmap(p, a - p);
+	if (a + len < p + over)
+		munmap(a + len, (p + over) - (a + len));
+	return a;
+}
+
+bool pcpm_os_commit(void *p, size_t len)
+{
+	return mprotect(p, len, PROT_READ | PROT_WRITE) == 0;
+}
+
+void *pcpm_os_map(size_t len, size_t align)
+{
+	size_t over = len + (align > PAGE_SIZE ? align : 0);
+	char *p = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (align <= PAGE_SIZE)
+		return p;
+	char *a = (char *)ALIGN_UP((uintptr_t)p, align);
+	if (a > p)
+		munmap(p, a - p);
+	if (a + len < p + over)
+		munmap(a + len, (p + over) - (a + len));
+	return a;
+}
+
+void pcpm_os_unmap(void *p, size_t len)
+{
+	munmap(p, len);
+}
+
+void pcpm_os_purge(void *p, size_t len)
+{
+	int e = errno;
+	madvise(p, len, MADV_DONTNEED);
+	errno = e;
+}
+
+uint64_t pcpm_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t pcpm_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *pcpm_getenv(const char *name)
+{
+	size_t n = strlen(name);
+	char **e = environ;
+	if (!e)
+		return NULL;
+	for (; *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+/* Reads a small file into buf with raw syscalls (no stdio: it would allocate). */
+static ssize_t read_small_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
+int pcpm_possible_cpus(void)
+{
+	char buf[256];
+	int e = errno;
+	int max = -1;
+	/* The list looks like "0-15" or "0,2-5"; the largest id + 1 is the slot count. */
+	if (read_small_file("/sys/devices/system/cpu/possible", buf, sizeof(buf)) > 0) {
+		for (char *s = buf; *s;) {
+			if (*s >= '0' && *s <= '9') {
+				int v = (int)strtol(s, &s, 10);
+				max = v > max ? v : max;
+			} else {
+				s++;
+			}
+		}
+	}
+	errno = e;
+	if (max < 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		max = n > 0 ? (int)n - 1 : 0;
+	}
+	return max + 1;
+}
+
+size_t pcpm_rss_bytes(void)
+{
+	char buf[128];
+	int e = errno;
+	size_t rss = 0;
+	if (read_small_file("/proc/self/statm", buf, sizeof(buf)) > 0) {
+		char *s = buf;
+		strtoul(s, &s, 10);
+		rss = strtoul(s, &s, 10) * PAGE_SIZE;
+	}
+	errno = e;
+	return rss;
+}
+
+static void vmsg(const char *fmt, va_list ap)
+{
+	char buf[512];
+	int e = errno;
+	int n = snprintf(buf, sizeof(buf), "pcpmalloc: ");
+	n += vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, n);
+	(void)w;
+	errno = e;
+}
+
+void pcpm_warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+}
+
+void pcpm_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(fmt, ap);
+	va_end(ap);
+	abort();
+}
+
+uint64_t pcpm_random64(void)
+{
+	uint64_t r = 0;
+	int e = errno;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		r = pcpm_now_ns() ^ ((uintptr_t)&r << 16) ^ (uint64_t)getpid() << 40;
+	errno = e;
+	return r | 1;
+}

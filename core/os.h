@@ -1,0 +1,107 @@
+/*
+ * os.h - the one OS layer of pcpmalloc: locks, virtual memory, time, environment, messages.
+ *
+ * Every mmap/mprotect/madvise, futex, clock read and environment read of the allocator lives
+ * behind these calls (mimalloc's prim layer is the model).  Nothing here calls malloc.
+ * Thread-safety: all functions are thread-safe; pcpm_lock_t is a mutex.
+ */
+#ifndef PCPM_OS_H
+#define PCPM_OS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define PCPM_NOINLINE __attribute__((noinline))
+#define PCPM_COLD __attribute__((cold, noinline))
+#define PCPM_HIDDEN __attribute__((visibility("hidden")))
+
+/* Base page: 4 KiB, the kernel's order-0 page on x86-64 (PAGE_SHIFT 12). */
+#define PAGE_SHIFT 12
+#define PAGE_SIZE (1UL << PAGE_SHIFT)
+#define CACHELINE 64
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
+
+/*
+ * pcpm_lock_t: a futex mutex (0 free, 1 held, 2 held with waiters).  It spins briefly and
+ * then sleeps, so a holder that is preempted does not make others spin forever - the reason
+ * kernel-pcp.md §12.1 gives for not using a pure spinlock in user space.
+ */
+typedef struct {
+	_Atomic int v;
+} pcpm_lock_t;
+
+#define PCPM_LOCK_INIT { 0 }
+
+/* Slow path of pcpm_lock(); returns the nanoseconds spent waiting. */
+uint64_t pcpm_lock_wait(pcpm_lock_t *l);
+
+static inline bool pcpm_trylock(pcpm_lock_t *l)
+{
+	int z = 0;
+	return atomic_compare_exchange_strong_explicit(&l->v, &z, 1, memory_order_acquire,
+						       memory_order_relaxed);
+}
+
+/* Takes the lock; returns 0 when it was free, else the nanoseconds spent waiting (>= 1). */
+static inline uint64_t pcpm_lock(pcpm_lock_t *l)
+{
+	if (likely(pcpm_trylock(l)))
+		return 0;
+	return pcpm_lock_wait(l);
+}
+
+void pcpm_unlock_wake(pcpm_lock_t *l);
+static inline void pcpm_unlock(pcpm_lock_t *l)
+{
+	if (unlikely(atomic_exchange_explicit(&l->v, 0, memory_order_release) == 2))
+		pcpm_unlock_wake(l);
+}
+
+/* Re-initialise a lock in a fork child (the parent's holders do not exist there). */
+static inline void pcpm_lock_reset(pcpm_lock_t *l)
+{
+	atomic_store_explicit(&l->v, 0, memory_order_relaxed);
+}
+
+/*
+ * Virtual memory.  Sizes are bytes, multiples of PAGE_SIZE; align is a power of two.
+ * pcpm_os_reserve: PROT_NONE, not committed (no swap/overcommit charge); NULL on failure.
+ * pcpm_os_commit: make [p, p+len) read/write; false on failure (ENOMEM).
+ * pcpm_os_map: a committed read/write anonymous mapping aligned to align; NULL on failure.
+ * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after).
+ */
+void *pcpm_os_reserve(size_t len, size_t align);
+bool pcpm_os_commit(void *p, size_t len);
+void *pcpm_os_map(size_t len, size_t align);
+void pcpm_os_unmap(void *p, size_t len);
+void pcpm_os_purge(void *p, size_t len);
+
+/* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
+uint64_t pcpm_now_ms(void);
+uint64_t pcpm_now_ns(void);
+
+/* getenv() that reads environ directly: usable before libc finished starting up. */
+const char *pcpm_getenv(const char *name);
+
+/* Number of possible CPUs (from /sys/devices/system/cpu/possible; no malloc). >= 1. */
+int pcpm_possible_cpus(void);
+
+/* Current resident set size in bytes (/proc/self/statm). */
+size_t pcpm_rss_bytes(void);
+
+/* printf-style message to stderr prefixed "pcpmalloc: ", one write(2); never allocates. */
+void pcpm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Same, then abort(): the report for corrupted heaps and invalid/double frees. */
+void pcpm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn, cold));
+
+/* A per-process random 64-bit value (getrandom, falling back to clock and address bits). */
+uint64_t pcpm_random64(void);
+
+#endif

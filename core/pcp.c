@@ -1,0 +1,391 @@
+/*
+ * pcp.c - per-CPU pagesets (see pcp.h and kernel-pcp.md §2-§5, §9).
+ * The formulas follow the newest mainline source; each seed heuristic has its switch in
+ * config.h (free_high, PCPF_FREE_HIGH_BATCH, alloc_factor, count_min decay).
+ */
+#define _GNU_SOURCE
+#include "pcp.h"
+#include "config.h"
+#include "topology.h"
+
+#include <sched.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct per_cpu_pages *pcpm_pcp;
+
+/* glibc >= 2.35 registers an rseq area per thread; cpu_id sits at offset 4 of it. */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+static ptrdiff_t rseq_cpu_off;
+static bool use_rseq;
+
+static inline char *thread_pointer(void)
+{
+	char *tp;
+#if defined(__x86_64__)
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+#else
+	tp = __builtin_thread_pointer();
+#endif
+	return tp;
+}
+
+unsigned pcp_cpu(void)
+{
+	unsigned n = (unsigned)pcpm_nr_cpus;
+	if (likely(use_rseq)) {
+		int c = *(volatile int *)(thread_pointer() + rseq_cpu_off);
+		if (likely(c >= 0))
+			return (unsigned)c < n ? (unsigned)c : (unsigned)c % n;
+	}
+	if (pcpm_cfg.cpu_source != CPU_TID) {
+		int c = sched_getcpu();
+		if (c >= 0)
+			return (unsigned)c % n;
+	}
+	static __thread unsigned tid_slot;
+	if (!tid_slot)
+		tid_slot = (unsigned)syscall(SYS_gettid) * 2654435761u | 1;
+	return (tid_slot >> 8) % n;
+}
+
+/* zone_batchsize(): ~0.025% of the zone capped at 256 KiB, rounded to 2^n - 1 so that two
+ * tasks refilling alternately do not alias on the same cache colours. */
+static int zone_batchsize(size_t managed_pages)
+{
+	size_t b = MIN(managed_pages >> 12, (256UL << 10) / PAGE_SIZE);
+	if (b <= 1)
+		return 1;
+	b = b + b / 2;
+	size_t p = 1;
+	while (p * 2 <= b)
+		p *= 2;
+	return (int)(p - 1);
+}
+
+void pcpm_pcp_init(void)
+{
+	size_t n = (size_t)pcpm_nr_cpus;
+	pcpm_pcp = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages));
+	if (!pcpm_pcp)
+		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
+	/* The batch formula sees at least 256 MiB (PCPMALLOC_BATCH_BASE in kernel-pcp.md
+	 * §12.4) so that a young, small heap does not end up with batch == 1: 63 pages. */
+	int batch = pcpm_cfg.batch != AUTO ? pcpm_cfg.batch : zone_batchsize((256UL << 20) >> PAGE_SHIFT);
+	uint64_t now = pcpm_now_ms();
+	for (size_t i = 0; i < n; i++) {
+		struct per_cpu_pages *pcp = &pcpm_pcp[i];
+		const struct pcpm_cpu_cache *cc = pcpm_cpu_cache((int)i);
+		pcp->batch = batch;
+		/* high_min = 4 * batch (the kernel's floor for both bounds) */
+		pcp->high_min = pcpm_cfg.high_min != AUTO ? pcpm_cfg.high_min : 4 * batch;
+		/* high_max = the pages of the CPU's cache share: its L2 plus its LLC slice */
+		int slice_pages = (int)((cc->l2_bytes + cc->slice_bytes) >> PAGE_SHIFT);
+		pcp->high_max = pcpm_cfg.high_max != AUTO ? pcpm_cfg.high_max : MAX(slice_pages, 4 * batch);
+		if (pcp->high_max < pcp->high_min)
+			pcp->high_max = pcp->high_min;
+		pcp->high = pcp->high_min;
+		bool big_slice = (cc->slice_bytes >> PAGE_SHIFT) > (size_t)pcpm_cfg.slice_factor * batch;
+		if (pcpm_cfg.free_high_batch == 1 || (pcpm_cfg.free_high_batch == AUTO && big_slice))
+			pcp->flags |= PCPF_FREE_HIGH_BATCH;
+		pcp->last_decay_ms = now;
+		for (int o = 0; o < NR_PCP_LISTS; o++)
+			list_init(&pcp->lists[o]);
+	}
+	if (pcpm_cfg.cpu_source == CPU_RSEQ && &__rseq_size && &__rseq_offset && __rseq_size >= 8) {
+		rseq_cpu_off = __rseq_offset + 4;
+		use_rseq = true;
+	}
+}
+
+static inline int clamp_high(struct per_cpu_pages *pcp)
+{
+	int h = pcp->high;
+	h = h < pcp->high_min ? pcp->high_min : h > pcp->high_max ? pcp->high_max : h;
+	pcp->high = h;
+	return h;
+}
+
+/* nr_pcp_alloc(): how many blocks one refill takes; raises high on the way (§4.2). */
+static int nr_pcp_alloc(struct per_cpu_pages *pcp, unsigned order)
+{
+	int base = pcp->batch;
+	int high = clamp_high(pcp);
+	if (high < base)
+		return 1;
+	int b = (order == 0 && pcpm_cfg.alloc_scale) ? base << pcp->alloc_factor : base;
+	if (pcp->high_min != pcp->high_max) {
+		int nh = MIN(high + b, pcp->high_max);
+		if (nh > pcp->high)
+			pcp->high_raises++;
+		pcp->high = high = nh;
+	}
+	if (order == 0) {
+		int room = MAX(high - pcp->count - base, base);
+		if (pcpm_cfg.alloc_scale && b <= room && pcp->alloc_factor < pcpm_cfg.batch_scale_max)
+			pcp->alloc_factor++;
+		b = MIN(b, room);
+	}
+	if (b > 1)
+		b = MAX(b >> order, 2);
+	return b;
+}
+
+/*
+ * free_pcppages_bulk(): give up to count pages back to the zone under one zone-lock hold,
+ * coldest first (list tails), starting with the list that triggered the drain.
+ */
+static void free_pcppages_bulk(struct per_cpu_pages *pcp, int count, unsigned pindex)
+{
+	struct zone *z = &pcpm_zone;
+	uint64_t now = pcpm_now_ms();
+	count = MIN(count, pcp->count);
+	if (count <= 0)
+		return;
+	pcp->drains++;
+	zone_lock(z);
+	unsigned p = pindex;
+	while (count > 0) {
+		while (list_empty(&pcp->lists[p]))
+			p = (p + 1) % NR_PCP_LISTS;
+		do {
+			struct page *pg = (struct page *)pcp->lists[p].prev;
+			list_del(&pg->lru);
+			count -= 1 << p;
+			pcp->count -= 1 << p;
+			pcp->drain_pages += 1UL << p;
+			__free_one_page(z, pg, p, now);
+		} while (count > 0 && !list_empty(&pcp->lists[p]));
+	}
+	zone_unlock(z);
+}
+
+/* Drains in chunks of batch pages, one zone-lock hold each ([new] mainline behaviour). */
+static void drain_chunked(struct per_cpu_pages *pcp, int to_free, unsigned pindex)
+{
+	while (to_free > 0 && pcp->count > 0) {
+		int chunk = MIN(to_free, pcp->batch);
+		free_pcppages_bulk(pcp, chunk, pindex);
+		to_free -= chunk;
+	}
+}
+
+/* decay_pcp_high(): shrink high towards high_min once per period and drain the excess. */
+static void decay_pcp_high(struct per_cpu_pages *pcp, uint64_t now)
+{
+	pcp->last_decay_ms = now;
+	pcp->decay_runs++;
+	int cap = pcp->batch << pcpm_cfg.batch_scale_max;
+	if (pcp->high > pcp->high_min) {
+		int dec;
+		if (pcpm_cfg.decay_mode == DECAY_COUNT_MIN)
+			dec = MIN(pcp->count_min, pcp->high / pcpm_cfg.count_min_div);
+		else
+			dec = pcp->high >> pcpm_cfg.decay_shift;
+		int nh = MAX(MAX(pcp->count - cap, pcp->high - dec), pcp->high_min);
+		if (nh < pcp->high)
+			pcp->high_decays++;
+		pcp->high = nh;
+	}
+	pcp->count_min = pcp->count;
+	drain_chunked(pcp, pcp->count - pcp->high, 0);
+}
+
+void pcp_periodic(uint64_t now)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *pcp = &pcpm_pcp[i];
+		if (now - pcp->last_decay_ms < (uint64_t)pcpm_cfg.decay_ms)
+			continue;
+		if (!pcpm_trylock(&pcp->lock))
+			continue;
+		if (now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms)
+			decay_pcp_high(pcp, now);
+		pcpm_unlock(&pcp->lock);
+	}
+	zone_maybe_purge(&pcpm_zone, now);
+}
+
+/* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */
+static inline void maybe_periodic(struct per_cpu_pages *pcp)
+{
+	uint64_t now = pcpm_now_ms();
+	if (unlikely(now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms)) {
+		decay_pcp_high(pcp, now);
+		pcpm_unlock(&pcp->lock);
+		pcp_periodic(now);
+		return;
+	}
+	pcpm_unlock(&pcp->lock);
+}
+
+struct page *pcp_alloc(unsigned order)
+{
+	struct zone *z = &pcpm_zone;
+	if (order > PAGE_ALLOC_COSTLY_ORDER)
+		return zone_alloc_pages(z, order);
+	struct per_cpu_pages *pcp = &pcpm_pcp[pcp_cpu()];
+	if (unlikely(!pcpm_trylock(&pcp->lock))) {
+		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);
+		return zone_alloc_pages(z, order);
+	}
+	pcp->free_count >>= 1;
+	struct list_head *list = &pcp->lists[order];
+	bool slow = false;
+	if (list_empty(list)) {
+		int n = nr_pcp_alloc(pcp, order);
+		int got = rmqueue_bulk(z, order, n, list);
+		pcp->refills++;
+		pcp->refill_pages += (uint64_t)got << order;
+		pcp->count += got << order;
+		slow = true;
+		if (!got) {
+			pcpm_unlock(&pcp->lock);
+			return NULL;
+		}
+	}
+	struct page *pg = (struct page *)list->next;
+	list_del(&pg->lru);
+	pg->state = PG_NONE;
+	pcp->count -= 1 << order;
+	if (pcp->count < pcp->count_min)
+		pcp->count_min = pcp->count;
+	pcp->pgalloc_pcp += 1UL << order;
+	if (slow)
+		maybe_periodic(pcp);
+	else
+		pcpm_unlock(&pcp->lock);
+	return pg;
+}
+
+/* nr_pcp_high(): the high this free is measured against; tunes high on the way (§4.5). */
+static int nr_pcp_high(struct per_cpu_pages *pcp, int batch, bool free_high)
+{
+	int high = clamp_high(pcp);
+	if (high == 0)
+		return 0;
+	if (free_high) {
+		pcp->high = MAX(high - (batch << pcpm_cfg.batch_scale_max), pcp->high_min);
+		return 0;
+	}
+	if (pcp->high_min == pcp->high_max)
+		return high;
+	if (pcp->count >= high) {
+		int need = pcp->free_count + batch;
+		if (pcp->high < need) {
+			pcp->high = need < pcp->high_min ? pcp->high_min
+						       : need > pcp->high_max ? pcp->high_max : need;
+			pcp->high_raises++;
+		}
+	}
+	return high;
+}
+
+/* nr_pcp_free(): how many pages this drain gives back (§4.6). */
+static int nr_pcp_free(struct per_cpu_pages *pcp, int batch, int high, bool free_high)
+{
+	if (free_high)
+		return MIN(pcp->count, batch << pcpm_cfg.batch_scale_max);
+	if (high < batch)
+		return 1;
+	int n = MAX(pcp->free_count, batch);
+	return MAX(MIN(n, high - batch), 1);
+}
+
+void pcp_free(struct page *pg, unsigned order)
+{
+	struct zone *z = &pcpm_zone;
+	pg->flags |= PG_DIRTY;
+	if (order > PAGE_ALLOC_COSTLY_ORDER) {
+		zone_free_pages(z, pg, order);
+		return;
+	}
+	struct per_cpu_pages *pcp = &pcpm_pcp[pcp_cpu()];
+	if (unlikely(!pcpm_trylock(&pcp->lock))) {
+		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);
+		zone_free_pages(z, pg, order);
+		return;
+	}
+	/* free_frozen_page_commit() */
+	pcp->alloc_factor >>= 1;
+	pg->state = PG_PCP;
+	pg->order = order;
+	list_add(&pg->lru, &pcp->lists[order]);
+	pcp->count += 1 << order;
+	pcp->pgfree_pcp += 1UL << order;
+	int batch = pcp->batch;
+	bool free_high = false;
+	if (order >= 1) {
+		int thresh = pcpm_cfg.free_high_thresh != AUTO ? pcpm_cfg.free_high_thresh
+							       : batch + pcp->high_min / 2;
+		free_high = pcpm_cfg.free_high && pcp->free_count >= thresh &&
+			    (pcp->flags & PCPF_PREV_FREE_HIGH_ORDER) &&
+			    (!(pcp->flags & PCPF_FREE_HIGH_BATCH) || pcp->count >= batch);
+		pcp->flags |= PCPF_PREV_FREE_HIGH_ORDER;
+	} else {
+		pcp->flags &= ~PCPF_PREV_FREE_HIGH_ORDER;
+	}
+	if (pcp->free_count < (batch << pcpm_cfg.batch_scale_max))
+		pcp->free_count += 1 << order;
+	int high = nr_pcp_high(pcp, batch, free_high);
+	if (pcp->count < high) {
+		pcpm_unlock(&pcp->lock);
+		return;
+	}
+	int to_free = nr_pcp_free(pcp, batch, high, free_high);
+	if (free_high)
+		pcp->free_high_drains++;
+	drain_chunked(pcp, to_free, order);
+	maybe_periodic(pcp);
+}
+
+/* drain_pages_zone() for every CPU, taking each pcp lock unconditionally (remote drain). */
+void pcp_drain_all(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *pcp = &pcpm_pcp[i];
+		if (!pcp->count)
+			continue;
+		pcpm_lock(&pcp->lock);
+		drain_chunked(pcp, pcp->count, 0);
+		pcpm_unlock(&pcp->lock);
+	}
+}
+
+void pcp_stats_add(struct pcpm_stats *s)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *p = &pcpm_pcp[i];
+		s->pgalloc_pcp += p->pgalloc_pcp;
+		s->pgfree_pcp += p->pgfree_pcp;
+		s->refills += p->refills;
+		s->refill_pages += p->refill_pages;
+		s->drains += p->drains;
+		s->drain_pages += p->drain_pages;
+		s->free_high_drains += p->free_high_drains;
+		s->high_raises += p->high_raises;
+		s->high_decays += p->high_decays;
+		s->decay_runs += p->decay_runs;
+		s->pcp_lock_contended += atomic_load_explicit(&p->lock_contended, memory_order_relaxed);
+	}
+}
+
+void pcp_lock_all(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		pcpm_lock(&pcpm_pcp[i].lock);
+}
+
+void pcp_unlock_all(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		pcpm_unlock(&pcpm_pcp[i].lock);
+}
+
+void pcp_reset_locks(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		pcpm_lock_reset(&pcpm_pcp[i].lock);
+}

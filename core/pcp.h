@@ -1,0 +1,72 @@
+/*
+ * pcp.h - per-CPU pagesets (struct per_cpu_pages, include/linux/mmzone.h; the allocation
+ * and free paths of mm/page_alloc.c: rmqueue_pcplist, nr_pcp_alloc, free_frozen_page_commit,
+ * nr_pcp_high, nr_pcp_free, free_pcppages_bulk, decay_pcp_high, drain_pages_zone).
+ *
+ * One pcp per possible CPU caches free blocks of orders 0..PAGE_ALLOC_COSTLY_ORDER (3) in
+ * LIFO lists.  The current CPU comes from glibc's rseq area (one load), else sched_getcpu.
+ * The owning thread takes the pcp lock with a trylock; when that fails (another thread on the
+ * same CPU was preempted while holding it, or a remote decay/drain holds it) the request goes
+ * straight to the zone, exactly as the kernel bypasses the pcp.  Remote maintenance takes the
+ * lock unconditionally.  Lock order: pcp lock, then zone lock.
+ */
+#ifndef PCPM_PCP_H
+#define PCPM_PCP_H
+
+#include "stat.h"
+#include "zone.h"
+
+#define PAGE_ALLOC_COSTLY_ORDER 3
+#define NR_PCP_LISTS (PAGE_ALLOC_COSTLY_ORDER + 1) /* one migratetype: pindex == order */
+
+#define PCPF_PREV_FREE_HIGH_ORDER 0x1 /* previous free here was order 1..3 */
+#define PCPF_FREE_HIGH_BATCH 0x2      /* cache slice > 3 * batch: keep batch before free_high */
+
+/* Fields in pages unless noted; all written under lock unless noted. */
+struct per_cpu_pages {
+	pcpm_lock_t lock;
+	int count;	  /* pages on all lists (order-k entry counts 2^k) */
+	int high;	  /* auto-tuned watermark in [high_min, high_max]; drain when count >= high */
+	int high_min;	  /* lower bound of high (set at init, read-only after) */
+	int high_max;	  /* upper bound of high; == high_min turns auto-tuning off */
+	int batch;	  /* pages moved per zone-lock hold (2^n - 1) */
+	int free_count;	  /* pages freed in a row (halved by each allocation) */
+	int count_min;	  /* lowest count since the last decay (count_min mode) */
+	uint8_t flags;	  /* PCPF_* */
+	uint8_t alloc_factor; /* refill = batch << alloc_factor (halved by each free) */
+	uint64_t last_decay_ms;
+	struct list_head lists[NR_PCP_LISTS];
+	/* counters */
+	uint64_t pgalloc_pcp, pgfree_pcp, refills, refill_pages, drains, drain_pages;
+	uint64_t free_high_drains, high_raises, high_decays, decay_runs;
+	_Atomic uint64_t lock_contended; /* trylock failures: counted without the lock */
+} __attribute__((aligned(256)));
+
+extern struct per_cpu_pages *pcpm_pcp;
+
+/* Sizes the pcps from the topology and allocates them; once, at init. */
+void pcpm_pcp_init(void);
+
+/* The current CPU's slot (0 .. pcpm_nr_cpus-1). */
+unsigned pcp_cpu(void);
+
+/*
+ * A block of 2^order pages (order <= MAX_PAGE_ORDER), NULL when memory is exhausted.
+ * Orders 0..3 come from this CPU's pcp; the block's descriptor state is left PG_NONE for
+ * the caller to claim.  pcp_free takes back a block allocated that way.
+ */
+struct page *pcp_alloc(unsigned order);
+void pcp_free(struct page *pg, unsigned order);
+
+/* drain_all_pages(): empty every pcp into the zone (malloc_trim, allocation failure). */
+void pcp_drain_all(void);
+
+/* Periodic work (decay_pcp_high on every pcp whose period passed, zone purge). */
+void pcp_periodic(uint64_t now_ms);
+
+void pcp_stats_add(struct pcpm_stats *s);
+void pcp_lock_all(void);
+void pcp_unlock_all(void);
+void pcp_reset_locks(void);
+
+#endif

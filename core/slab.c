@@ -1,0 +1,268 @@
+/*
+ * slab.c - kmem_caches (see slab.h).  Mirrors SLUB: calculate_order, set_min_partial,
+ * partial lists, empty-slab discard; the batch refill/flush replaces the per-CPU sheaves
+ * (kernel-pcp.md §7.2, §12.6) because pcpmalloc's sheaf is the per-thread cache.
+ */
+#include "slab.h"
+#include "topology.h"
+
+#include <string.h>
+
+struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
+uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
+uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+
+static uint32_t class_size_of(unsigned cls)
+{
+	if (cls < 8)
+		return 16 * (cls + 1);
+	unsigned k = 7 + (cls - 8) / 8; /* doubling 2^k .. 2^(k+1) */
+	unsigned step = 1u << (k - 3);
+	return (1u << k) + step * ((cls - 8) % 8 + 1);
+}
+
+unsigned size_to_class_slow(size_t n)
+{
+	if (n <= 128)
+		return n ? (unsigned)((n - 1) / 16) : 0;
+	unsigned k = 63 - (unsigned)__builtin_clzl(n - 1);
+	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
+}
+
+static int fls_int(unsigned x)
+{
+	return x ? 32 - __builtin_clz(x) : 0;
+}
+
+/*
+ * calculate_order(): the smallest order (<= 3) whose slab holds min_objects =
+ * 4 * (fls(nr_cpus) + 1) objects with at most 1/16 of it wasted, relaxing to 1/8, 1/4, 1/2.
+ */
+static unsigned calculate_order(uint32_t size)
+{
+	unsigned min_objects = 4 * (unsigned)(fls_int((unsigned)pcpm_nr_online) + 1);
+	for (unsigned frac = 16; frac >= 2; frac /= 2) {
+		for (unsigned o = 0; o <= PAGE_ALLOC_COSTLY_ORDER; o++) {
+			size_t slab = PAGE_SIZE << o;
+			if (slab / size < min_objects && o < PAGE_ALLOC_COSTLY_ORDER)
+				continue;
+			if (slab / size == 0)
+				continue;
+			if (slab % size <= slab / frac)
+				return o;
+		}
+	}
+	return PAGE_ALLOC_COSTLY_ORDER;
+}
+
+void pcpm_slab_init(void)
+{
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		struct kmem_cache *s = &pcpm_caches[c];
+		s->size = pcpm_class_size[c] = class_size_of(c);
+		s->cls = c;
+		s->order = calculate_order(s->size);
+		s->objects = (uint32_t)((PAGE_SIZE << s->order) / s->size);
+		s->reciprocal = (uint32_t)((1ULL << 32) / s->size + 1);
+		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10] */
+		unsigned m = (unsigned)(31 - __builtin_clz(s->size)) / 2;
+		s->min_partial = m < 5 ? 5 : m > 10 ? 10 : m;
+		list_init(&s->partial);
+	}
+	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
+		pcpm_small_class[i] = (uint8_t)size_to_class_slow(i * 16);
+}
+
+static inline void cache_lock(struct kmem_cache *s)
+{
+	if (pcpm_lock(&s->lock))
+		s->lock_contended++;
+}
+
+/* A new slab from the pcp, every page pointing at the head; NULL when out of memory. */
+static struct page *new_slab(struct kmem_cache *s)
+{
+	struct page *pg = pcp_alloc(s->order);
+	if (!pg)
+		return NULL;
+	unsigned n = 1u << s->order;
+	for (unsigned i = 0; i < n; i++) {
+		pg[i].slab_cache = s;
+		pg[i].slab_head = pg;
+		pg[i].cls = (uint8_t)s->cls;
+		pg[i].arena = pg->arena;
+	}
+	pg->addr = page_address(pg);
+	pg->freelist = NULL;
+	pg->inuse = 0;
+	pg->carved = 0;
+	pg->order = (uint8_t)s->order;
+	for (unsigned i = 0; i < n; i++)
+		pg[i].state = PG_SLAB;
+	return pg;
+}
+
+static void discard_slab(struct kmem_cache *s, struct page *pg)
+{
+	unsigned n = 1u << s->order;
+	for (unsigned i = 1; i < n; i++)
+		pg[i].state = PG_NONE;
+	pg->state = PG_NONE;
+	pcp_free(pg, s->order);
+}
+
+static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
+{
+	return pg->freelist || pg->carved < s->objects;
+}
+
+unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	void *first = NULL, **link = &first;
+	unsigned got = 0;
+	cache_lock(s);
+	while (got < want) {
+		if (list_empty(&s->partial)) {
+			pcpm_unlock(&s->lock);
+			struct page *pg = new_slab(s);
+			cache_lock(s);
+			if (!pg)
+				break;
+			s->nr_slabs++;
+			s->slab_alloc++;
+			list_add(&pg->lru, &s->partial);
+			s->nr_partial++;
+		}
+		struct page *pg = (struct page *)s->partial.next;
+		while (got < want && pg->freelist) {
+			void *o = pg->freelist;
+			pg->freelist = *(void **)o;
+			*link = o;
+			link = (void **)o;
+			((uintptr_t *)o)[1] = key;
+			pg->inuse++;
+			got++;
+		}
+		while (got < want && pg->carved < s->objects) {
+			void *o = pg->addr + (size_t)pg->carved * s->size;
+			pg->carved++;
+			*link = o;
+			link = (void **)o;
+			((uintptr_t *)o)[1] = key;
+			pg->inuse++;
+			got++;
+		}
+		if (!slab_has_free(s, pg)) {
+			list_del(&pg->lru);
+			s->nr_partial--;
+		}
+	}
+	pcpm_unlock(&s->lock);
+	*link = NULL;
+	*head = first;
+	return got;
+}
+
+void slab_free_bulk(unsigned cls, void *head, unsigned n)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	struct page *empty[16];
+	unsigned nempty = 0;
+	cache_lock(s);
+	for (void *o = head; n && o; n--) {
+		void *next = *(void **)o;
+		struct page *pg = pcpm_page_of(o)->slab_head;
+		bool was_full = !slab_has_free(s, pg);
+		*(void **)o = pg->freelist;
+		pg->freelist = o;
+		pg->inuse--;
+		if (was_full) {
+			list_add_tail(&pg->lru, &s->partial);
+			s->nr_partial++;
+		}
+		if (pg->inuse == 0 && s->nr_partial > s->min_partial && nempty < 16) {
+			list_del(&pg->lru);
+			s->nr_partial--;
+			s->nr_slabs--;
+			s->slab_free++;
+			empty[nempty++] = pg;
+		}
+		o = next;
+	}
+	pcpm_unlock(&s->lock);
+	for (unsigned i = 0; i < nempty; i++)
+		discard_slab(s, empty[i]);
+}
+
+bool slab_object_is_free(struct page *head, const void *p)
+{
+	struct kmem_cache *s = head->slab_cache;
+	bool found = false;
+	cache_lock(s);
+	unsigned limit = s->objects;
+	for (void *o = head->freelist; o && limit; o = *(void **)o, limit--) {
+		if (o == p) {
+			found = true;
+			break;
+		}
+	}
+	pcpm_unlock(&s->lock);
+	return found;
+}
+
+size_t slab_shrink_all(void)
+{
+	size_t pages = 0;
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		struct kmem_cache *s = &pcpm_caches[c];
+		for (;;) {
+			struct page *victim = NULL;
+			cache_lock(s);
+			for (struct list_head *e = s->partial.next; e != &s->partial; e = e->next) {
+				struct page *pg = (struct page *)e;
+				if (pg->inuse == 0) {
+					victim = pg;
+					list_del(&pg->lru);
+					s->nr_partial--;
+					s->nr_slabs--;
+					s->slab_free++;
+					break;
+				}
+			}
+			pcpm_unlock(&s->lock);
+			if (!victim)
+				break;
+			discard_slab(s, victim);
+			pages += 1u << s->order;
+		}
+	}
+	return pages;
+}
+
+void slab_stats_add(struct pcpm_stats *st)
+{
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		st->slab_alloc += pcpm_caches[c].slab_alloc;
+		st->slab_free += pcpm_caches[c].slab_free;
+		st->slab_lock_contended += pcpm_caches[c].lock_contended;
+	}
+}
+
+void slab_lock_all(void)
+{
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+		pcpm_lock(&pcpm_caches[c].lock);
+}
+
+void slab_unlock_all(void)
+{
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+		pcpm_unlock(&pcpm_caches[c].lock);
+}
+
+void slab_reset_locks(void)
+{
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+		pcpm_lock_reset(&pcpm_caches[c].lock);
+}

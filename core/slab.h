@@ -1,0 +1,95 @@
+/*
+ * slab.h - size classes and one kmem_cache per class (mm/slub.c; kernel-pcp.md §7, §12.6).
+ *
+ * Classes: 16..128 bytes in 16-byte steps (every result 16-byte aligned, as glibc), then
+ * eight classes per power of two up to 16 KiB, so above 128 B a request wastes at most 1/8
+ * of its object.  A slab is 2^order pages (order 0..3, the kernel's calculate_order) from the
+ * pcp, cut into equal objects on demand (bump carving, so untouched objects cost no RSS),
+ * with a SLUB freelist threaded through free objects.  Partial slabs sit on the cache's
+ * partial list; a slab that becomes empty goes back to the pcp once min_partial slabs are
+ * kept.  Objects move between a cache and the thread caches in batches (one lock hold).
+ * Lock: kmem_cache.lock (the node list_lock), taken before any pcp/zone lock is ever needed
+ * - slab pages are allocated and freed with it released.
+ */
+#ifndef PCPM_SLAB_H
+#define PCPM_SLAB_H
+
+#include "pcp.h"
+
+#define NR_SIZE_CLASSES 64
+#define SLAB_MAX_SIZE 16384	   /* largest slab object; larger requests are page runs */
+#define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
+#define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
+
+struct kmem_cache {
+	pcpm_lock_t lock;
+	uint32_t size;	      /* object size, bytes */
+	uint32_t objects;     /* objects per slab */
+	uint32_t order;	      /* slab order (pages = 2^order) */
+	uint32_t reciprocal;  /* 2^32 / size + 1: exact object index for offsets < 2^17 */
+	uint32_t cls;	      /* index in pcpm_caches */
+	uint32_t nr_partial;  /* slabs on partial */
+	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
+	struct list_head partial;
+	/* counters, under lock */
+	uint64_t nr_slabs, slab_alloc, slab_free, lock_contended;
+} __attribute__((aligned(64)));
+
+extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
+extern uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
+extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+
+/* Size class of a request of n bytes (n <= SLAB_MAX_SIZE). */
+static inline unsigned size_to_class(size_t n)
+{
+	if (likely(n <= SMALL_LOOKUP_MAX))
+		return pcpm_small_class[(n + 15) >> 4];
+	unsigned k = 63 - (unsigned)__builtin_clzl(n - 1); /* 2^k < n <= 2^(k+1) */
+	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
+}
+
+/* The formula behind the lookup table, for any n <= SLAB_MAX_SIZE (tests use it). */
+unsigned size_to_class_slow(size_t n);
+
+void pcpm_slab_init(void);
+
+/*
+ * Takes up to want objects of class cls, threads them into a list through their first
+ * word (tail's link NULL) and returns how many; *head receives the list.  Each object's
+ * second word is set to key (the "is free" mark the double-free check reads).
+ * 0 means out of memory.
+ */
+unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key);
+
+/*
+ * Gives back n objects (a list through their first word) of class cls.  Objects are
+ * validated by the caller.  Empty slabs beyond min_partial go back to the pcp.
+ */
+void slab_free_bulk(unsigned cls, void *head, unsigned n);
+
+/*
+ * Object index of p in its slab, or -1 when p is not the start of an object.  head is
+ * the slab's head descriptor.
+ */
+static inline long slab_obj_index(struct page *head, const void *p)
+{
+	struct kmem_cache *s = head->slab_cache;
+	size_t off = (size_t)((const char *)p - head->addr);
+	size_t idx = (off * s->reciprocal) >> 32;
+	if (unlikely(idx * s->size != off || idx >= head->carved))
+		return -1;
+	return (long)idx;
+}
+
+/* Is p on its slab's freelist?  (double-free confirmation; takes the cache lock) */
+bool slab_object_is_free(struct page *head, const void *p);
+
+/* Frees every empty slab of every cache (malloc_trim). Returns pages given back. */
+size_t slab_shrink_all(void);
+
+void slab_stats_add(struct pcpm_stats *s);
+void slab_lock_all(void);
+void slab_unlock_all(void);
+void slab_reset_locks(void);
+
+#endif

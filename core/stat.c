@@ -1,0 +1,161 @@
+/*
+ * stat.c - sums the layers' counters and prints them (see stat.h).  Output never goes
+ * through stdio or malloc: snprintf into a buffer, then write(2).
+ */
+#define _GNU_SOURCE
+#include "stat.h"
+#include "config.h"
+#include "alloc.h"
+#include "topology.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void pcpm_huge_stats_add(struct pcpm_stats *s);
+
+void pcpm_stats_read(struct pcpm_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!pcpm_pcp)
+		return;
+	tcache_stats_add(s);
+	pcp_stats_add(s);
+	slab_stats_add(s);
+	pcpm_huge_stats_add(s);
+	struct zone *z = &pcpm_zone;
+	s->pgalloc_zone += z->pgalloc_zone;
+	s->pgfree_zone += z->pgfree_zone;
+	s->zone_lock += z->zone_lock;
+	s->zone_lock_contended += z->zone_lock_contended;
+	s->zone_lock_wait_ns += z->zone_lock_wait_ns;
+	s->purge_runs += z->purge_runs;
+	s->purged_bytes += z->purged_bytes;
+	s->zone_grow += z->zone_grow;
+	s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
+	s->resident_bytes = pcpm_rss_bytes();
+}
+
+/* Appender that counts what it would need, like snprintf. */
+struct out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t room = o->pos < o->len ? o->len - o->pos : 0;
+	int n = vsnprintf(room ? o->buf + o->pos : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->pos += (size_t)n;
+}
+
+size_t pcpm_stats_json(char *buf, size_t len)
+{
+	struct pcpm_stats s;
+	pcpm_stats_read(&s);
+	struct out o = { buf, len, 0 };
+	put(&o, "{\"allocator\": \"pcpmalloc\", \"version\": \"%s\", \"pid\": %d", PCPM_VERSION,
+	    (int)getpid());
+#define X(n) put(&o, ", \"" #n "\": %llu", (unsigned long long)s.n);
+	PCPM_COUNTERS(X)
+#undef X
+	put(&o, ", \"cpus\": [");
+	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *p = &pcpm_pcp[i];
+		put(&o,
+		    "%s{\"cpu\": %d, \"count\": %d, \"high\": %d, \"batch\": %d, \"high_min\": %d, "
+		    "\"high_max\": %d, \"free_count\": %d, \"alloc_factor\": %d, \"count_min\": %d, "
+		    "\"free_high_batch\": %s}",
+		    i ? ", " : "", i, p->count, p->high, p->batch, p->high_min, p->high_max,
+		    p->free_count, p->alloc_factor, p->count_min,
+		    (p->flags & PCPF_FREE_HIGH_BATCH) ? "true" : "false");
+	}
+	put(&o, "]}\n");
+	if (len)
+		buf[o.pos < len ? o.pos : len - 1] = 0;
+	return o.pos;
+}
+
+static size_t stats_text(char *buf, size_t len)
+{
+	struct pcpm_stats s;
+	pcpm_stats_read(&s);
+	struct out o = { buf, len, 0 };
+	put(&o, "pcpmalloc %s statistics (pid %d)\n", PCPM_VERSION, (int)getpid());
+#define X(n) put(&o, "  %-22s %llu\n", #n, (unsigned long long)s.n);
+	PCPM_COUNTERS(X)
+#undef X
+	put(&o, "  %-5s %8s %8s %6s %8s %8s\n", "cpu", "count", "high", "batch", "high_min", "high_max");
+	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *p = &pcpm_pcp[i];
+		put(&o, "  %-5d %8d %8d %6d %8d %8d\n", i, p->count, p->high, p->batch, p->high_min,
+		    p->high_max);
+	}
+	if (len)
+		buf[o.pos < len ? o.pos : len - 1] = 0;
+	return o.pos;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Renders with fn into a temporary mapping and writes it to fd. */
+static void emit(int fd, size_t (*fn)(char *, size_t))
+{
+	size_t need = fn(NULL, 0) + 4096; /* counters may grow between the two calls */
+	size_t cap = ALIGN_UP(need, PAGE_SIZE);
+	char *buf = pcpm_os_map(cap, PAGE_SIZE);
+	if (!buf)
+		return;
+	size_t n = fn(buf, cap);
+	write_all(fd, buf, MIN(n, cap - 1));
+	pcpm_os_unmap(buf, cap);
+}
+
+void pcpm_stats_print(void)
+{
+	emit(2, stats_text);
+}
+
+void pcpm_stats_dump_at_exit(void)
+{
+	if (pcpm_cfg.stats == STATS_OFF)
+		return;
+	int fd = 2;
+	if (pcpm_cfg.stats_file) {
+		char path[4096];
+		size_t k = 0;
+		for (const char *s = pcpm_cfg.stats_file; *s && k < sizeof(path) - 24; s++) {
+			if (s[0] == '%' && s[1] == 'p') {
+				k += (size_t)snprintf(path + k, sizeof(path) - k, "%d", (int)getpid());
+				s++;
+			} else {
+				path[k++] = *s;
+			}
+		}
+		path[k] = 0;
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			pcpm_warn("cannot write PCPMALLOC_STATS_FILE %s", path);
+			return;
+		}
+	}
+	emit(fd, pcpm_cfg.stats == STATS_JSON ? pcpm_stats_json : stats_text);
+	if (fd != 2)
+		close(fd);
+}

@@ -1,0 +1,64 @@
+/*
+ * stat.h - vmstat-like counters.  Each layer keeps its counters where its lock already is
+ * (per pcp, per zone, per thread cache), so counting never adds a shared atomic to the fast
+ * path; pcpm_stats_read() sums them.  Names are the JSON keys (fixed by the foundation issue).
+ */
+#ifndef PCPM_STAT_H
+#define PCPM_STAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* X-macro: every summed counter, in JSON order.  Pages are 4 KiB base pages. */
+#define PCPM_COUNTERS(X)                                                                         \
+	X(malloc_calls)		/* malloc/calloc/realloc/aligned/new calls that allocate */        \
+	X(free_calls)		/* free/free_sized/delete calls with a non-NULL pointer */         \
+	X(pgalloc_pcp)		/* pages handed out from a pcp list */                             \
+	X(pgalloc_zone)		/* pages taken from the buddy free lists (refills + direct) */     \
+	X(pgfree_pcp)		/* pages freed onto a pcp list */                                  \
+	X(pgfree_zone)		/* pages put back into the buddy free lists (drains + direct) */   \
+	X(zone_lock)		/* zone lock acquisitions */                                       \
+	X(zone_lock_contended)	/* ... that had to wait */                                         \
+	X(zone_lock_wait_ns)	/* time spent waiting for the zone lock */                        \
+	X(pcp_lock_contended)	/* pcp trylock failures (the zone was used instead) */             \
+	X(refills)		/* rmqueue_bulk calls from a pcp */                                \
+	X(refill_pages)		/* pages moved zone -> pcp */                                      \
+	X(drains)		/* free_pcppages_bulk calls */                                     \
+	X(drain_pages)		/* pages moved pcp -> zone */                                      \
+	X(free_high_drains)	/* drains caused by free_high */                                   \
+	X(high_raises)		/* times high was raised (auto-tuning) */                          \
+	X(high_decays)		/* times decay_pcp_high lowered high */                            \
+	X(decay_runs)		/* decay_pcp_high calls */                                         \
+	X(fbatch_flushes)	/* thread-cache flushes to the slab layer */                      \
+	X(tcache_refills)	/* thread-cache refills from the slab layer */                    \
+	X(slab_alloc)		/* slabs created */                                                \
+	X(slab_free)		/* empty slabs given back to the pcp */                            \
+	X(slab_lock_contended)	/* kmem_cache lock acquisitions that waited */                    \
+	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
+	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
+	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \
+	X(purge_runs)		/* purge passes over the free lists */                             \
+	X(purged_bytes)		/* bytes given back with madvise */                                \
+	X(zone_grow)		/* chunks committed into the zone */                               \
+	X(mapped_bytes)		/* arena bytes committed + huge bytes mapped */                    \
+	X(resident_bytes)	/* RSS of the process when read */
+
+struct pcpm_stats {
+#define X(n) uint64_t n;
+	PCPM_COUNTERS(X)
+#undef X
+};
+
+/* Sums every layer's counters into *s (zeroed first).  Racy reads; thread-safe. */
+void pcpm_stats_read(struct pcpm_stats *s);
+
+/* JSON object (see pcpmalloc.h); returns the length needed, like snprintf. */
+size_t pcpm_stats_json(char *buf, size_t len);
+
+/* Text or JSON dump at exit, as PCPMALLOC_STATS / PCPMALLOC_STATS_FILE say. */
+void pcpm_stats_dump_at_exit(void);
+
+/* malloc_stats(): text to stderr. */
+void pcpm_stats_print(void);
+
+#endif

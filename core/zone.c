@@ -1,0 +1,327 @@
+/*
+ * zone.c - the buddy allocator (see zone.h; kernel-pcp.md §4.3 "buddy basics", §12.1).
+ */
+#include "zone.h"
+#include "config.h"
+
+struct zone pcpm_zone;
+
+void pcpm_zone_init(struct zone *z)
+{
+	for (int o = 0; o < NR_PAGE_ORDERS; o++)
+		list_init(&z->free_area[o].free_list);
+	atomic_store_explicit(&z->last_purge_ms, pcpm_now_ms(), memory_order_relaxed);
+}
+
+void zone_lock(struct zone *z)
+{
+	uint64_t wait = pcpm_lock(&z->lock);
+	z->zone_lock++;
+	if (wait) {
+		z->zone_lock_contended++;
+		z->zone_lock_wait_ns += wait;
+	}
+}
+
+static inline void set_buddy(struct page *pg, unsigned order, uint8_t flags, uint8_t arena)
+{
+	pg->state = PG_BUDDY;
+	pg->order = order;
+	pg->flags = flags;
+	pg->arena = arena;
+}
+
+static inline void add_free(struct zone *z, struct page *pg, unsigned order, bool tail)
+{
+	if (tail)
+		list_add_tail(&pg->lru, &z->free_area[order].free_list);
+	else
+		list_add(&pg->lru, &z->free_area[order].free_list);
+	z->free_area[order].nr_free++;
+	z->free_pages += 1UL << order;
+}
+
+static inline void del_free(struct zone *z, struct page *pg, unsigned order)
+{
+	list_del(&pg->lru);
+	z->free_area[order].nr_free--;
+	z->free_pages -= 1UL << order;
+	pg->state = PG_NONE;
+}
+
+/*
+ * Commits the next chunk of the current arena (or a new arena) and adds it to
+ * free_area[MAX_PAGE_ORDER] in address order, so low addresses are used first.
+ */
+static bool zone_grow(struct zone *z)
+{
+	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
+	struct page *first = NULL;
+	if (z->arena)
+		first = pcpm_arena_grow(z->arena, chunk);
+	if (!first) {
+		/* arena full (or refused): try a smaller step before opening a new arena */
+		if (z->arena && chunk > (4UL << 20))
+			first = pcpm_arena_grow(z->arena, 4UL << 20);
+		if (first)
+			chunk = 4UL << 20;
+	}
+	if (!first) {
+		struct arena *a = pcpm_arena_create(chunk);
+		if (!a)
+			return false;
+		z->arena = a;
+		first = pcpm_arena_grow(a, chunk);
+		if (!first && chunk > (4UL << 20)) {
+			chunk = 4UL << 20;
+			first = pcpm_arena_grow(a, chunk);
+		}
+		if (!first)
+			return false;
+	}
+	size_t n = chunk >> PAGE_SHIFT;
+	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER) {
+		set_buddy(first + i, MAX_PAGE_ORDER, 0, (uint8_t)z->arena->idx);
+		first[i].freed_ms = 0;
+		add_free(z, first + i, MAX_PAGE_ORDER, true);
+	}
+	z->managed_pages += n;
+	z->zone_grow++;
+	return true;
+}
+
+/* expand(): split a 2^high block down to 2^low, returning the upper halves. */
+static void expand(struct zone *z, struct page *pg, unsigned low, unsigned high)
+{
+	while (high > low) {
+		high--;
+		struct page *half = pg + (1UL << high);
+		set_buddy(half, high, pg->flags, pg->arena);
+		half->freed_ms = pg->freed_ms;
+		add_free(z, half, high, false);
+	}
+}
+
+/* __rmqueue_smallest plus growth: the smallest free block that fits, split down. */
+struct page *__rmqueue(struct zone *z, unsigned order)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		for (unsigned o = order; o < NR_PAGE_ORDERS; o++) {
+			struct list_head *l = &z->free_area[o].free_list;
+			if (list_empty(l))
+				continue;
+			struct page *pg = (struct page *)l->next;
+			uint8_t flags = pg->flags;
+			del_free(z, pg, o);
+			pg->flags = flags;
+			expand(z, pg, order, o);
+			pg->order = order;
+			z->pgalloc_zone += 1UL << order;
+			return pg;
+		}
+		if (!zone_grow(z))
+			return NULL;
+	}
+	return NULL;
+}
+
+/*
+ * __free_one_page: merge with the buddy (pfn ^ 2^order) while it is a free block of the same
+ * order.  Buddies never cross an arena: arenas are 4 MiB aligned and sized in 4 MiB steps.
+ */
+void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t now_ms)
+{
+	struct arena *a = arena_of_page(pg);
+	size_t pfn = (size_t)(pg - a->desc);
+	size_t limit = atomic_load_explicit(&a->committed, memory_order_relaxed) >> PAGE_SHIFT;
+	uint8_t flags = pg->flags;
+	z->pgfree_zone += 1UL << order;
+	while (order < MAX_PAGE_ORDER) {
+		size_t bpfn = pfn ^ (1UL << order);
+		if (bpfn >= limit)
+			break;
+		struct page *b = a->desc + bpfn;
+		if (b->state != PG_BUDDY || b->order != order)
+			break;
+		flags |= b->flags;
+		del_free(z, b, order);
+		pfn &= ~(1UL << order);
+		order++;
+	}
+	pg = a->desc + pfn;
+	set_buddy(pg, order, flags, (uint8_t)a->idx);
+	pg->freed_ms = now_ms;
+	/* Hot blocks go to the head; whole 4 MiB blocks to the tail so fragments are reused
+	 * first and large blocks stay whole (the intent of buddy_merge_likely). */
+	add_free(z, pg, order, order == MAX_PAGE_ORDER);
+}
+
+int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *list)
+{
+	int i;
+	zone_lock(z);
+	for (i = 0; i < count; i++) {
+		struct page *pg = __rmqueue(z, order);
+		if (!pg)
+			break;
+		pg->state = PG_PCP;
+		list_add_tail(&pg->lru, list);
+	}
+	zone_unlock(z);
+	return i;
+}
+
+struct page *zone_alloc_pages(struct zone *z, unsigned order)
+{
+	zone_lock(z);
+	struct page *pg = __rmqueue(z, order);
+	zone_unlock(z);
+	return pg;
+}
+
+void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
+{
+	uint64_t now = pcpm_now_ms();
+	pg->flags |= PG_DIRTY;
+	zone_lock(z);
+	__free_one_page(z, pg, order, now);
+	zone_unlock(z);
+}
+
+void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms)
+{
+	struct arena *a = arena_of_page(pg);
+	uint8_t flags = pg->flags;
+	size_t pfn = (size_t)(pg - a->desc), end = pfn + npages;
+	while (pfn < end) {
+		unsigned o = pfn ? (unsigned)__builtin_ctzl(pfn) : MAX_PAGE_ORDER;
+		if (o > MAX_PAGE_ORDER)
+			o = MAX_PAGE_ORDER;
+		while (pfn + (1UL << o) > end)
+			o--;
+		struct page *b = a->desc + pfn;
+		b->arena = (uint8_t)a->idx;
+		b->flags = flags;
+		__free_one_page(z, b, o, now_ms);
+		pfn += 1UL << o;
+	}
+}
+
+struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order)
+{
+	unsigned order = MAX((unsigned)ilog2_ceil(npages), align_order);
+	if (order > MAX_PAGE_ORDER)
+		return NULL;
+	zone_lock(z);
+	struct page *pg = __rmqueue(z, order);
+	if (pg && npages < (1UL << order)) {
+		/* the tail goes straight back; it cannot merge with the run we keep */
+		z->pgalloc_zone -= (1UL << order) - npages;
+		z->pgfree_zone -= (1UL << order) - npages;
+		__free_pages_range(z, pg + npages, (1UL << order) - npages, pcpm_now_ms());
+	}
+	zone_unlock(z);
+	return pg;
+}
+
+void zone_free_run(struct zone *z, struct page *pg, size_t npages)
+{
+	uint64_t now = pcpm_now_ms();
+	pg->flags |= PG_DIRTY;
+	zone_lock(z);
+	__free_pages_range(z, pg, npages, now);
+	zone_unlock(z);
+}
+
+/* Finds the free block containing pfn: buddy blocks are aligned, so at most 11 probes. */
+static struct page *find_free_block(struct arena *a, size_t pfn, size_t limit, unsigned *order)
+{
+	for (unsigned o = 0; o <= MAX_PAGE_ORDER; o++) {
+		size_t h = pfn & ~((1UL << o) - 1);
+		if (h >= limit)
+			continue;
+		struct page *b = a->desc + h;
+		if (b->state == PG_BUDDY && b->order == o) {
+			*order = o;
+			return b;
+		}
+	}
+	return NULL;
+}
+
+bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t new_pages)
+{
+	struct arena *a = arena_of_page(pg);
+	size_t lo = page_pfn(pg) + old_pages, hi = page_pfn(pg) + new_pages;
+	zone_lock(z);
+	size_t limit = atomic_load_explicit(&a->committed, memory_order_relaxed) >> PAGE_SHIFT;
+	if (hi > limit) {
+		zone_unlock(z);
+		return false;
+	}
+	/* pass 1: is every page of [lo, hi) free? */
+	unsigned o;
+	for (size_t q = lo; q < hi;) {
+		struct page *b = find_free_block(a, q, limit, &o);
+		if (!b) {
+			zone_unlock(z);
+			return false;
+		}
+		q = page_pfn(b) + (1UL << o);
+	}
+	/* pass 2: take those blocks out and give back what lies outside [lo, hi) */
+	uint64_t now = pcpm_now_ms();
+	for (size_t q = lo; q < hi;) {
+		struct page *b = find_free_block(a, q, limit, &o);
+		size_t h = page_pfn(b), e = h + (1UL << o);
+		uint8_t flags = b->flags;
+		del_free(z, b, o);
+		z->pgalloc_zone += 1UL << o;
+		if (h < lo) {
+			a->desc[h].flags = flags;
+			__free_pages_range(z, a->desc + h, lo - h, now);
+		}
+		if (e > hi) {
+			a->desc[hi].flags = flags;
+			__free_pages_range(z, a->desc + hi, e - hi, now);
+		}
+		pg->flags |= flags;
+		q = e;
+	}
+	zone_unlock(z);
+	return true;
+}
+
+size_t zone_purge(struct zone *z, uint64_t age_ms)
+{
+	uint64_t now = pcpm_now_ms();
+	size_t bytes = 0;
+	zone_lock(z);
+	z->purge_runs++;
+	for (int o = MAX_PAGE_ORDER; o >= 0; o--) {
+		struct list_head *h = &z->free_area[o].free_list;
+		for (struct list_head *e = h->next; e != h; e = e->next) {
+			struct page *pg = (struct page *)e;
+			if (!(pg->flags & PG_DIRTY))
+				continue;
+			if (age_ms && now - pg->freed_ms < age_ms)
+				continue;
+			pcpm_os_purge(page_address(pg), PAGE_SIZE << o);
+			pg->flags &= ~PG_DIRTY;
+			bytes += PAGE_SIZE << o;
+		}
+	}
+	z->purged_bytes += bytes;
+	zone_unlock(z);
+	return bytes;
+}
+
+void zone_maybe_purge(struct zone *z, uint64_t now_ms)
+{
+	uint64_t last = atomic_load_explicit(&z->last_purge_ms, memory_order_relaxed);
+	if (now_ms - last < (uint64_t)pcpm_cfg.decay_ms)
+		return;
+	if (!atomic_compare_exchange_strong(&z->last_purge_ms, &last, now_ms))
+		return;
+	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms);
+}

@@ -1,0 +1,87 @@
+/*
+ * zone.h - the buddy allocator (mm/page_alloc.c: __rmqueue_smallest, expand,
+ * __free_one_page, rmqueue_bulk, free_pcppages_bulk's zone half).
+ *
+ * free_area[0..MAX_PAGE_ORDER] hold free blocks of 2^order 4 KiB pages, naturally aligned
+ * inside their arena.  One zone per NUMA node; the zone lock (a futex mutex) protects the
+ * free lists, every PG_BUDDY descriptor and the counters.  Functions prefixed "__" expect
+ * the caller to hold the lock.  The zone grows by committing arena chunks (the memory hotplug
+ * analogue) and gives idle free memory back with madvise (purge).
+ */
+#ifndef PCPM_ZONE_H
+#define PCPM_ZONE_H
+
+#include "arena.h"
+
+#define MAX_PAGE_ORDER 10 /* 4 MiB blocks */
+#define NR_PAGE_ORDERS (MAX_PAGE_ORDER + 1)
+
+struct free_area {
+	struct list_head free_list;
+	size_t nr_free; /* blocks on the list */
+};
+
+struct zone {
+	pcpm_lock_t lock;
+	struct free_area free_area[NR_PAGE_ORDERS];
+	struct arena *arena;	/* arena being grown */
+	size_t managed_pages;	/* pages committed into this zone */
+	size_t free_pages;	/* pages on the free lists */
+	_Atomic uint64_t last_purge_ms;
+	/* counters, under lock */
+	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
+	uint64_t pgalloc_zone, pgfree_zone, purge_runs, purged_bytes, zone_grow;
+} __attribute__((aligned(64)));
+
+extern struct zone pcpm_zone; /* one zone (one NUMA node) for now */
+
+void pcpm_zone_init(struct zone *z);
+
+/* Lock with contention accounting (zone_lock, zone_lock_contended, zone_lock_wait_ns). */
+void zone_lock(struct zone *z);
+static inline void zone_unlock(struct zone *z)
+{
+	pcpm_unlock(&z->lock);
+}
+
+/* One block of 2^order pages, or NULL when memory is exhausted.  Lock held. */
+struct page *__rmqueue(struct zone *z, unsigned order);
+/* Frees a block and merges it with its buddies; pg->flags (PG_DIRTY) say whether it was
+ * written.  Lock held. */
+void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t now_ms);
+
+/*
+ * rmqueue_bulk: up to count blocks of 2^order pages appended to the tail of list (state
+ * PG_PCP) under one lock hold.  Returns the number of blocks taken.
+ */
+int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *list);
+
+/* The pcp-bypassing paths (rmqueue_buddy / free_one_page): one block, lock taken inside. */
+struct page *zone_alloc_pages(struct zone *z, unsigned order);
+void zone_free_pages(struct zone *z, struct page *pg, unsigned order);
+
+/*
+ * Page runs for large allocations (alloc_pages_exact): npages pages starting at a block
+ * aligned to 2^align_order pages; the unused tail of the block goes back at once.
+ * zone_extend_run grows a run in place when the pages after it are free.
+ */
+struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order);
+void zone_free_run(struct zone *z, struct page *pg, size_t npages);
+bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t new_pages);
+
+/* Frees [pg, pg + npages) as maximal aligned blocks with pg's flags.  Lock held. */
+void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms);
+
+/*
+ * Purge: madvise(MADV_DONTNEED) free blocks that stayed free for at least age_ms
+ * (0 = all).  zone_maybe_purge runs it from slow paths once per PCPMALLOC_DECAY_MS.
+ */
+size_t zone_purge(struct zone *z, uint64_t age_ms);
+void zone_maybe_purge(struct zone *z, uint64_t now_ms);
+
+static inline int ilog2_ceil(size_t n)
+{
+	return n <= 1 ? 0 : 64 - __builtin_clzl(n - 1);
+}
+
+#endif

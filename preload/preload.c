@@ -1,0 +1,185 @@
+/*
+ * preload.c - the exported allocation API of libpcpmalloc.so: the C functions of glibc's
+ * malloc.h and stdlib.h, free_sized/free_aligned_sized (C23), and the pcpmalloc_* calls of
+ * pcpmalloc.h.  Each is a thin wrapper over core/malloc.h; the malloc and free fast paths
+ * are inlined here.  No dlsym, no constructor needed: the first call initialises.
+ */
+#define _GNU_SOURCE
+#include "alloc.h"
+#include "pcpmalloc.h"
+#include "stat.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT void *malloc(size_t n)
+{
+	return pcpm_malloc(n);
+}
+
+EXPORT void free(void *p)
+{
+	pcpm_free(p);
+}
+
+EXPORT void cfree(void *p)
+{
+	pcpm_free(p);
+}
+
+EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	return pcpm_calloc(nmemb, size);
+}
+
+EXPORT void *realloc(void *p, size_t size)
+{
+	return pcpm_realloc(p, size);
+}
+
+EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+	return pcpm_reallocarray(p, nmemb, size);
+}
+
+EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	return pcpm_posix_memalign(out, align, size);
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	return pcpm_aligned_alloc(align, size);
+}
+
+EXPORT void *memalign(size_t align, size_t size)
+{
+	return pcpm_memalign(align, size);
+}
+
+EXPORT void *valloc(size_t size)
+{
+	return pcpm_valloc(size);
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+	return pcpm_pvalloc(size);
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	return pcpm_usable_size(p);
+}
+
+/* C23: the size (and alignment) are hints; the block knows its own. */
+EXPORT void free_sized(void *p, size_t size)
+{
+	(void)size;
+	pcpm_free_call(p, "free_sized");
+}
+
+EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
+{
+	(void)align;
+	(void)size;
+	pcpm_free_call(p, "free_aligned_sized");
+}
+
+EXPORT int malloc_trim(size_t pad)
+{
+	return pcpm_trim(pad);
+}
+
+static inline int clamp_int(size_t v)
+{
+	return v > 0x7fffffff ? 0x7fffffff : (int)v;
+}
+
+EXPORT struct mallinfo2 mallinfo2(void)
+{
+	struct pcpm_mallinfo m;
+	struct mallinfo2 r;
+	pcpm_mallinfo(&m);
+	memset(&r, 0, sizeof(r));
+	r.arena = m.arena;
+	r.ordblks = m.ordblks;
+	r.hblks = m.hblks;
+	r.hblkhd = m.hblkhd;
+	r.uordblks = m.uordblks + m.hblkhd;
+	r.fordblks = m.fordblks;
+	return r;
+}
+
+EXPORT struct mallinfo mallinfo(void)
+{
+	struct mallinfo2 m = mallinfo2();
+	struct mallinfo r;
+	memset(&r, 0, sizeof(r));
+	r.arena = clamp_int(m.arena);
+	r.ordblks = clamp_int(m.ordblks);
+	r.hblks = clamp_int(m.hblks);
+	r.hblkhd = clamp_int(m.hblkhd);
+	r.uordblks = clamp_int(m.uordblks);
+	r.fordblks = clamp_int(m.fordblks);
+	return r;
+}
+
+EXPORT void malloc_stats(void)
+{
+	pcpm_init();
+	pcpm_stats_print();
+}
+
+/* glibc options we accept and ignore (mallopt returns 1 = success as glibc does). */
+EXPORT int mallopt(int param, int value)
+{
+	(void)param;
+	(void)value;
+	return 1;
+}
+
+EXPORT const char *pcpmalloc_version(void)
+{
+	return PCPM_VERSION;
+}
+
+EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
+{
+	pcpm_init();
+	return pcpm_stats_json(buf, len);
+}
+
+EXPORT long long pcpmalloc_stat(const char *name)
+{
+	struct pcpm_stats s;
+	pcpm_init();
+	pcpm_stats_read(&s);
+#define X(n)                                                                                       \
+	if (strcmp(name, #n) == 0)                                                                 \
+		return (long long)s.n;
+	PCPM_COUNTERS(X)
+#undef X
+	return -1;
+}
+
+/*
+ * Runs when the library is loaded (after any early malloc calls already initialised it):
+ * makes sure the allocator is ready and registers the fork handlers.  pthread_atfork may
+ * allocate; the allocator is initialised by then, so that is fine.
+ */
+__attribute__((constructor)) static void pcpmalloc_load(void)
+{
+	pcpm_init();
+	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
+}
+
+__attribute__((destructor)) static void pcpmalloc_unload(void)
+{
+	pcpm_stats_dump_at_exit();
+}

@@ -1,0 +1,319 @@
+/*
+ * test_fork.c - fork() in a threaded program.
+ *
+ * Four threads allocate and free all the time (small, slab and large sizes, cross-thread frees
+ * between them) while the main thread forks FORKS times.  A fork can catch any of them inside
+ * the allocator, holding a tcache, slab, pcp or zone lock; the child must still be able to
+ * allocate.  Each child (guarded by alarm(): a deadlock exits with a signal, not a hang)
+ * checks a block inherited from the parent, allocates and frees small, 64 KiB and 8 MiB
+ * blocks, reallocs, callocs, frees an inherited block and, every tenth child, starts a thread
+ * that allocates too; then _exit(0).  The parent checks every exit status, and that the
+ * background threads kept running.
+ *
+ * Usage: test_fork [short|long]
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+#define BG_THREADS 4
+#define BG_SLOTS 256
+#define CHILD_ALARM_S 20
+
+/* Child exit codes, one per failure, so the parent can say what went wrong. */
+enum {
+	CHILD_OK = 0,
+	CHILD_INHERITED_BAD = 10,
+	CHILD_MALLOC_NULL = 11,
+	CHILD_CONTENT_BAD = 12,
+	CHILD_CALLOC_NOT_ZERO = 13,
+	CHILD_REALLOC_BAD = 14,
+	CHILD_THREAD_FAILED = 15,
+	CHILD_ALIGN_BAD = 16,
+};
+
+static const char *child_error(int code)
+{
+	switch (code) {
+	case CHILD_INHERITED_BAD:
+		return "block inherited from the parent has wrong contents";
+	case CHILD_MALLOC_NULL:
+		return "malloc returned NULL in the child";
+	case CHILD_CONTENT_BAD:
+		return "block contents wrong in the child";
+	case CHILD_CALLOC_NOT_ZERO:
+		return "calloc returned nonzero memory in the child";
+	case CHILD_REALLOC_BAD:
+		return "realloc lost contents in the child";
+	case CHILD_THREAD_FAILED:
+		return "a thread started in the child failed";
+	case CHILD_ALIGN_BAD:
+		return "misaligned block in the child";
+	default:
+		return "unknown";
+	}
+}
+
+struct bg {
+	pthread_t thread;
+	int id;
+	uint64_t rng;
+	atomic_ullong ops;
+};
+
+static struct bg bgs[BG_THREADS];
+static atomic_bool stop;
+
+/* One shared exchange slot per thread: a block put there is freed by the next thread. */
+static pthread_mutex_t xchg_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *xchg[BG_THREADS];
+
+static size_t bg_size(uint64_t *rng)
+{
+	uint64_t r = tu_rand(rng) % 1000;
+	if (r < 700)
+		return tu_rand_range(rng, 1, 512);
+	if (r < 950)
+		return tu_rand_range(rng, 513, 32 * TU_KIB);
+	if (r < 995)
+		return tu_rand_range(rng, 32 * TU_KIB, 512 * TU_KIB);
+	return tu_rand_range(rng, 512 * TU_KIB, 6 * TU_MIB);
+}
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+	void *slot[BG_SLOTS] = {0};
+	size_t size[BG_SLOTS] = {0};
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		int i = (int)(tu_rand(&b->rng) % BG_SLOTS);
+		if (slot[i]) {
+			unsigned char *p = slot[i];
+			CHECKF(p[0] == (unsigned char)i && p[size[i] - 1] == (unsigned char)i,
+			       "background thread %d: block %p changed", b->id, (void *)p);
+			if (tu_rand(&b->rng) % 4 == 0) {
+				/* Pass it on; free whatever the previous thread left. */
+				pthread_mutex_lock(&xchg_lock);
+				void *old = xchg[b->id];
+				xchg[b->id] = p;
+				pthread_mutex_unlock(&xchg_lock);
+				free(old);
+			} else if (tu_rand(&b->rng) % 3 == 0) {
+				size_t n = bg_size(&b->rng);
+				p = realloc(p, n);
+				CHECK(p != NULL);
+				p[0] = p[n - 1] = (unsigned char)i;
+				slot[i] = p;
+				size[i] = n;
+				atomic_fetch_add_explicit(&b->ops, 1, memory_order_relaxed);
+				continue;
+			} else {
+				free(p);
+			}
+			slot[i] = NULL;
+		} else {
+			size_t n = bg_size(&b->rng);
+			unsigned char *p;
+			if (tu_rand(&b->rng) % 8 == 0) {
+				p = aligned_alloc(256, n);
+			} else if (tu_rand(&b->rng) % 8 == 0) {
+				p = calloc(1, n);
+			} else {
+				p = malloc(n);
+			}
+			CHECK(p != NULL);
+			p[0] = p[n - 1] = (unsigned char)i;
+			slot[i] = p;
+			size[i] = n;
+		}
+		/* Take over a block another thread left in the exchange. */
+		int from = (b->id + 1) % BG_THREADS;
+		pthread_mutex_lock(&xchg_lock);
+		void *q = xchg[from];
+		xchg[from] = NULL;
+		pthread_mutex_unlock(&xchg_lock);
+		free(q);
+		atomic_fetch_add_explicit(&b->ops, 1, memory_order_relaxed);
+	}
+	for (int i = 0; i < BG_SLOTS; i++)
+		free(slot[i]);
+	return NULL;
+}
+
+/* --- The child's work --------------------------------------------------------------------- */
+
+static unsigned char *inherited;
+static size_t inherited_size;
+static uint64_t inherited_seed;
+
+static void *child_thread(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 200; i++) {
+		size_t n = 16 + (size_t)i * 97;
+		unsigned char *p = malloc(n);
+		if (!p)
+			return (void *)1;
+		memset(p, 0x3d, n);
+		if (p[n - 1] != 0x3d)
+			return (void *)1;
+		free(p);
+	}
+	void *big = malloc(2 * TU_MIB);
+	if (!big)
+		return (void *)1;
+	memset(big, 1, 2 * TU_MIB);
+	free(big);
+	return NULL;
+}
+
+static int child_block(size_t n, uint64_t serial)
+{
+	unsigned char *p = malloc(n);
+	if (!p)
+		return CHILD_MALLOC_NULL;
+	if ((uintptr_t)p & 15)
+		return CHILD_ALIGN_BAD;
+	uint64_t seed = tu_seed(p, serial);
+	tu_fill(p, n, seed);
+	if (tu_verify(p, n, seed) != SIZE_MAX)
+		return CHILD_CONTENT_BAD;
+	unsigned char *q = realloc(p, n + n / 2 + 1);
+	if (!q)
+		return CHILD_MALLOC_NULL;
+	if (tu_verify(q, n, seed) != SIZE_MAX)
+		return CHILD_REALLOC_BAD;
+	free(q);
+	unsigned char *c = calloc(1, n);
+	if (!c)
+		return CHILD_MALLOC_NULL;
+	if (tu_first_nonzero(c, n) != SIZE_MAX)
+		return CHILD_CALLOC_NOT_ZERO;
+	free(c);
+	return CHILD_OK;
+}
+
+static int child_main(int iteration)
+{
+	/* The parent's watchdog handler is inherited: a hung child must die by SIGALRM. */
+	signal(SIGALRM, SIG_DFL);
+	alarm(CHILD_ALARM_S);
+	if (tu_verify(inherited, inherited_size, inherited_seed) != SIZE_MAX)
+		return CHILD_INHERITED_BAD;
+	const size_t sizes[] = {1, 24, 100, 1000, 4000, 64 * TU_KIB, 300 * TU_KIB, 8 * TU_MIB};
+	int rc;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if ((rc = child_block(sizes[i], (uint64_t)iteration * 100 + i)) != CHILD_OK)
+			return rc;
+	/* Many small ones at once: past the thread cache into the slab layer. */
+	void *many[300];
+	for (int i = 0; i < 300; i++) {
+		many[i] = malloc(48);
+		if (!many[i])
+			return CHILD_MALLOC_NULL;
+		memset(many[i], i, 48);
+	}
+	for (int i = 0; i < 300; i++) {
+		if (((unsigned char *)many[i])[47] != (unsigned char)i)
+			return CHILD_CONTENT_BAD;
+		free(many[i]);
+	}
+	void *al = NULL;
+	if (posix_memalign(&al, 4096, 10000) != 0 || ((uintptr_t)al & 4095))
+		return CHILD_ALIGN_BAD;
+	free(al);
+	if (iteration % 10 == 0) {
+		pthread_t t;
+		void *ret = (void *)1;
+		if (pthread_create(&t, NULL, child_thread, NULL) != 0 ||
+		    pthread_join(t, &ret) != 0 || ret != NULL)
+			return CHILD_THREAD_FAILED;
+	}
+	/* Free the parent's block in the child (the parent still owns its own copy). */
+	free(inherited);
+	return CHILD_OK;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	tu_require_pcpmalloc("test_fork");
+	bool long_mode = tu_long_mode(argc, argv);
+	int forks = long_mode ? 5000 : 1000;
+	const char *e = getenv("PCPMALLOC_TEST_FORKS");
+	if (e && atoi(e) > 0)
+		forks = atoi(e);
+	tu_watchdog(long_mode ? 1800 : 240);
+
+	inherited_size = 100000;
+	inherited = malloc(inherited_size);
+	CHECK(inherited != NULL);
+	inherited_seed = tu_seed(inherited, 1);
+	tu_fill(inherited, inherited_size, inherited_seed);
+
+	uint64_t seed = tu_seed_from_env();
+	for (int i = 0; i < BG_THREADS; i++) {
+		bgs[i].id = i;
+		bgs[i].rng = tu_mix64(seed + (uint64_t)i) | 1;
+		CHECK(pthread_create(&bgs[i].thread, NULL, bg_main, &bgs[i]) == 0);
+	}
+	/* Let the threads fill their caches before the first fork. */
+	usleep(50 * 1000);
+
+	double t0 = tu_now(), slowest = 0;
+	unsigned long long ops_before[BG_THREADS];
+	for (int i = 0; i < BG_THREADS; i++)
+		ops_before[i] = atomic_load(&bgs[i].ops);
+	for (int it = 0; it < forks; it++) {
+		double f0 = tu_now();
+		pid_t pid = fork();
+		CHECKF(pid >= 0, "fork #%d: %s", it, strerror(errno));
+		if (pid == 0)
+			_exit(child_main(it));
+		/* The parent allocates while the child runs. */
+		void *p = malloc(1000 + (size_t)it);
+		CHECK(p != NULL);
+		memset(p, 2, 1000 + (size_t)it);
+		int status = 0;
+		pid_t w;
+		do
+			w = waitpid(pid, &status, 0);
+		while (w < 0 && errno == EINTR);
+		CHECKF(w == pid, "waitpid: %s", strerror(errno));
+		CHECKF(!WIFSIGNALED(status),
+		       "child #%d killed by signal %d (%s)%s", it, WTERMSIG(status),
+		       strsignal(WTERMSIG(status)),
+		       WTERMSIG(status) == SIGALRM ? ": deadlocked in the allocator after fork" : "");
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child #%d exited %d: %s", it,
+		       WEXITSTATUS(status), child_error(WEXITSTATUS(status)));
+		free(p);
+		double dt = tu_now() - f0;
+		if (dt > slowest)
+			slowest = dt;
+	}
+	double elapsed = tu_now() - t0;
+	/* The parent's threads kept going through the forks (no lock left taken by atfork). */
+	usleep(20 * 1000);
+	for (int i = 0; i < BG_THREADS; i++) {
+		unsigned long long now = atomic_load(&bgs[i].ops);
+		CHECKF(now > ops_before[i] + 100,
+		       "background thread %d stalled: %llu ops during the forks", i,
+		       now - ops_before[i]);
+	}
+	atomic_store(&stop, true);
+	for (int i = 0; i < BG_THREADS; i++)
+		CHECK(pthread_join(bgs[i].thread, NULL) == 0);
+	for (int i = 0; i < BG_THREADS; i++)
+		free(xchg[i]);
+	size_t bad = tu_verify(inherited, inherited_size, inherited_seed);
+	CHECKF(bad == SIZE_MAX, "the parent's block changed at byte %zu", bad);
+	free(inherited);
+	printf("test_fork: %d forks in %.1f s (%.1f ms each, slowest %.1f ms)\n", forks, elapsed,
+	       elapsed * 1000 / forks, slowest * 1000);
+	return 0;
+}
