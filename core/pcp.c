@@ -71,9 +71,11 @@ void pcpm_pcp_init(void)
 	pcpm_pcp = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages));
 	if (!pcpm_pcp)
 		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
-	/* The batch formula sees at least 256 MiB (PCPMALLOC_BATCH_BASE in kernel-pcp.md
-	 * §12.4) so that a young, small heap does not end up with batch == 1: 63 pages. */
-	int batch = pcpm_cfg.batch != AUTO ? pcpm_cfg.batch : zone_batchsize((256UL << 20) >> PAGE_SHIFT);
+	/* The batch formula sees at least 1 GiB (the floor of kernel-pcp.md §12.4) so that a
+	 * young, small heap does not end up with batch == 1.  1 GiB is where the formula
+	 * reaches its 256 KiB cap: min(262144 >> 12, 64) = 64 -> 63 pages.  (§12.4 says 256 MiB,
+	 * but 256 MiB gives min(16, 64) = 16 -> 15.) */
+	int batch = pcpm_cfg.batch != AUTO ? pcpm_cfg.batch : zone_batchsize((1UL << 30) >> PAGE_SHIFT);
 	uint64_t now = pcpm_now_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct per_cpu_pages *pcp = &pcpm_pcp[i];

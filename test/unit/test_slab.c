@@ -1,0 +1,104 @@
+/*
+ * test_slab.c - the size class table and the kmem_cache layer: every request size maps to
+ * the smallest class that fits, classes keep 16-byte alignment and bounded waste, the
+ * reciprocal gives exact object indexes, bulk alloc/free hands out distinct objects inside
+ * their slabs and empty slabs go back.
+ */
+#include "unit.h"
+#include "config.h"
+#include "slab.h"
+#include "topology.h"
+
+#include <string.h>
+
+int main(void)
+{
+	pcpm_config_init();
+	pcpm_topology_init();
+	pcpm_zone_init(&pcpm_zone);
+	pcpm_pcp_init();
+	pcpm_slab_init();
+
+	/* table: sizes strictly increase, 16-aligned, top class is 16 KiB */
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		CHECK_EQ(pcpm_class_size[c] % 16, 0);
+		if (c)
+			CHECK(pcpm_class_size[c] > pcpm_class_size[c - 1]);
+		/* waste bound: above 128 B a request of (previous class + 1) wastes < 1/8 */
+		if (c > 8) {
+			uint32_t prev = pcpm_class_size[c - 1], cur = pcpm_class_size[c];
+			CHECK((cur - prev - 1) * 8 <= cur);
+		}
+	}
+	CHECK_EQ(pcpm_class_size[0], 16);
+	CHECK_EQ(pcpm_class_size[NR_SIZE_CLASSES - 1], SLAB_MAX_SIZE);
+	/* every size maps to the smallest class that holds it, fast path == formula */
+	for (size_t n = 0; n <= SLAB_MAX_SIZE; n++) {
+		unsigned c = size_to_class(n);
+		CHECK_EQ(c, size_to_class_slow(n));
+		CHECK(pcpm_class_size[c] >= n);
+		if (c)
+			CHECK(pcpm_class_size[c - 1] < n);
+	}
+	/* exact object index for every offset of every slab */
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		struct kmem_cache *s = &pcpm_caches[c];
+		CHECK(s->order <= 3);
+		CHECK(s->objects >= 1);
+		CHECK((PAGE_SIZE << s->order) % s->size <= (PAGE_SIZE << s->order) / 2);
+		for (size_t off = 0; off < (PAGE_SIZE << s->order); off++)
+			CHECK_EQ((off * s->reciprocal) >> 32, off / s->size);
+	}
+
+	/* bulk: objects distinct, inside a PG_SLAB page of the right class, index valid */
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c += 7) {
+		struct kmem_cache *s = &pcpm_caches[c];
+		enum { N = 3000 };
+		static void *objs[N + 31];
+		int n = 0;
+		while (n < N) {
+			void *head;
+			unsigned got = slab_alloc_bulk(c, 31, &head, 0x5a5a);
+			CHECK(got > 0 && got <= 31);
+			for (void *o = head; o; o = *(void **)o) {
+				CHECK(n < N + 31);
+				objs[n++] = o;
+				got--;
+			}
+			CHECK_EQ(got, 0);
+		}
+		for (int i = 0; i < n; i++) {
+			struct page *pg = pcpm_page_of(objs[i]);
+			CHECK(pg && pg->state == PG_SLAB);
+			CHECK_EQ(pg->cls, c);
+			CHECK(slab_obj_index(pg->slab_head, objs[i]) >= 0);
+			CHECK(slab_obj_index(pg->slab_head, (char *)objs[i] + 8) < 0);
+			memset(objs[i], (int)i, s->size);
+		}
+		/* no overlap: sort addresses and compare neighbours */
+		for (int i = 1; i < n; i++) {
+			void *v = objs[i];
+			int j = i - 1;
+			while (j >= 0 && objs[j] > v) {
+				objs[j + 1] = objs[j];
+				j--;
+			}
+			objs[j + 1] = v;
+		}
+		for (int i = 1; i < n; i++)
+			CHECK((char *)objs[i] - (char *)objs[i - 1] >= (long)s->size);
+		uint64_t slabs = s->nr_slabs;
+		CHECK(slabs >= (uint64_t)(n + s->objects - 1) / s->objects);
+		for (int i = 0; i < n; i++) {
+			*(void **)objs[i] = NULL;
+			slab_free_bulk(c, objs[i], 1);
+		}
+		/* empty slabs went back to the pcp beyond min_partial */
+		CHECK(s->nr_slabs <= s->min_partial);
+		CHECK(s->slab_free > 0 || slabs <= s->min_partial);
+		CHECK(slab_shrink_all() > 0 || s->nr_slabs == 0);
+		CHECK_EQ(s->nr_slabs, 0);
+	}
+	printf("slab: %d classes, 16..%d bytes\n", NR_SIZE_CLASSES, SLAB_MAX_SIZE);
+	return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * test_zone.c - the buddy allocator against a model: random sequences of block
+ * allocations and frees (and page runs, with in-place extension), checking after every
+ * few steps that free blocks are aligned, fully merged, disjoint from live blocks, and
+ * that free + allocated pages == managed pages.  Ends with everything merged back into
+ * 4 MiB blocks.
+ */
+#include "unit.h"
+#include "config.h"
+#include "zone.h"
+
+#include <string.h>
+
+#define MAXLIVE 2000
+struct blk {
+	struct page *pg;
+	size_t npages;
+	int run; /* 1: page run, 0: block of 2^order */
+	unsigned order;
+};
+static struct blk live[MAXLIVE];
+static int nlive;
+static unsigned char *owner; /* per pfn in arena 0: 1 = allocated */
+static size_t live_pages;
+
+static void mark(struct page *pg, size_t n, int v)
+{
+	size_t pfn = page_pfn(pg);
+	for (size_t i = 0; i < n; i++) {
+		CHECK(owner[pfn + i] != v); /* allocating an allocated page / freeing a free one */
+		owner[pfn + i] = (unsigned char)v;
+	}
+}
+
+static void check_invariants(struct zone *z)
+{
+	size_t free_pages = 0;
+	struct arena *a = &pcpm_arena0;
+	size_t limit = atomic_load(&a->committed) >> PAGE_SHIFT;
+	for (unsigned o = 0; o < NR_PAGE_ORDERS; o++) {
+		size_t n = 0;
+		struct list_head *h = &z->free_area[o].free_list;
+		for (struct list_head *e = h->next; e != h; e = e->next, n++) {
+			struct page *pg = (struct page *)e;
+			size_t pfn = page_pfn(pg);
+			CHECK_EQ(pg->state, PG_BUDDY);
+			CHECK_EQ(pg->order, o);
+			CHECK_EQ(pfn & ((1UL << o) - 1), 0); /* naturally aligned */
+			for (size_t i = 0; i < (1UL << o); i++)
+				CHECK(owner[pfn + i] == 0);
+			if (o < MAX_PAGE_ORDER) { /* fully merged: the buddy is not a free block of o */
+				size_t b = pfn ^ (1UL << o);
+				if (b < limit) {
+					struct page *bp = a->desc + b;
+					CHECK(!(bp->state == PG_BUDDY && bp->order == o));
+				}
+			}
+			free_pages += 1UL << o;
+		}
+		CHECK_EQ(n, z->free_area[o].nr_free);
+	}
+	CHECK_EQ(free_pages, z->free_pages);
+	CHECK_EQ(free_pages + live_pages, z->managed_pages);
+}
+
+static void free_live(struct zone *z, int i)
+{
+	struct blk *b = &live[i];
+	mark(b->pg, b->npages, 0);
+	live_pages -= b->npages;
+	if (b->run)
+		zone_free_run(z, b->pg, b->npages);
+	else
+		zone_free_pages(z, b->pg, b->order);
+	live[i] = live[--nlive];
+}
+
+int main(void)
+{
+	pcpm_config_init();
+	pcpm_cfg.arena_chunk_mb = 8; /* grow often: growth is part of what is tested */
+	struct zone *z = &pcpm_zone;
+	pcpm_zone_init(z);
+	owner = calloc(1UL << 24, 1);
+	unsigned long long seed = 42;
+
+	/* splitting one 4 MiB block gives one free block per lower order */
+	struct page *p0 = zone_alloc_pages(z, 0);
+	CHECK(p0);
+	live[nlive++] = (struct blk){ p0, 1, 0, 0 };
+	mark(p0, 1, 1);
+	live_pages = 1;
+	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
+		CHECK_EQ(z->free_area[o].nr_free, 1);
+	check_invariants(z);
+
+	for (int step = 0; step < 200000; step++) {
+		unsigned long long r = rnd(&seed);
+		if (nlive > 0 && (nlive == MAXLIVE || r % 100 < 45)) {
+			free_live(z, (int)((r >> 8) % (unsigned)nlive));
+		} else if (r % 100 < 80) {
+			unsigned o = (unsigned)((r >> 16) % (MAX_PAGE_ORDER + 1));
+			if (o > 6 && (r >> 30) % 4)
+				o = (unsigned)((r >> 20) % 4); /* mostly small */
+			struct page *pg = zone_alloc_pages(z, o);
+			CHECK(pg);
+			CHECK_EQ(page_pfn(pg) & ((1UL << o) - 1), 0);
+			pg->flags |= PG_DIRTY;
+			mark(pg, 1UL << o, 1);
+			live_pages += 1UL << o;
+			live[nlive++] = (struct blk){ pg, 1UL << o, 0, o };
+		} else {
+			size_t n = 1 + (size_t)((r >> 12) % 700);
+			unsigned al = (unsigned)((r >> 40) % 3);
+			struct page *pg = zone_alloc_run(z, n, al);
+			CHECK(pg);
+			CHECK_EQ(page_pfn(pg) & ((1UL << al) - 1), 0);
+			mark(pg, n, 1);
+			live_pages += n;
+			/* try growing in place; on success the model takes the extra pages */
+			size_t m = n + 1 + (size_t)((r >> 50) % 64);
+			size_t pfn = page_pfn(pg);
+			int all_free = 1;
+			size_t lim = atomic_load(&pcpm_arena0.committed) >> PAGE_SHIFT;
+			for (size_t q = pfn + n; q < pfn + m; q++)
+				if (q >= lim || owner[q])
+					all_free = 0;
+			bool ok = zone_extend_run(z, pg, n, m);
+			/* pages not owned by a live block are free in the zone: both must agree */
+			CHECK_EQ(ok, all_free);
+			if (ok) {
+				for (size_t q = pfn + n; q < pfn + m; q++)
+					owner[q] = 1;
+				live_pages += m - n;
+				n = m;
+			}
+			live[nlive++] = (struct blk){ pg, n, 1, 0 };
+		}
+		if (step % 97 == 0)
+			check_invariants(z);
+	}
+	while (nlive)
+		free_live(z, nlive - 1);
+	check_invariants(z);
+	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
+		CHECK_EQ(z->free_area[o].nr_free, 0);
+	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free << MAX_PAGE_ORDER, z->managed_pages);
+
+	/* purge: everything written is dirty and goes back; then nothing is left to purge */
+	size_t purged = zone_purge(z, 0);
+	CHECK(purged > 0);
+	CHECK_EQ(zone_purge(z, 0), 0);
+	printf("zone: %zu pages managed, %zu bytes purged, %llu grows\n", z->managed_pages, purged,
+	       (unsigned long long)z->zone_grow);
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* unit.h - tiny assertion helpers for the layer tests (the core runs beside glibc malloc). */
+#ifndef UNIT_H
+#define UNIT_H
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                                             \
+	do {                                                                                       \
+		long long _a = (long long)(a), _b = (long long)(b);                                \
+		if (_a != _b) {                                                                    \
+			fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", __FILE__,  \
+				__LINE__, #a, _a, #b, _b);                                         \
+			exit(1);                                                                   \
+		}                                                                                  \
+	} while (0)
+
+/* xorshift64*: deterministic random sequences */
+static inline unsigned long long rnd(unsigned long long *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ULL;
+}
+#endif
