@@ -23,7 +23,7 @@ void *pcpm_malloc_slow(size_t n);
 void pcpm_free_slow(void *p, struct page *pg, const char *call);
 void pcpm_bad_pointer(const char *call, const void *p) __attribute__((noreturn, cold));
 
-static inline void *pcpm_malloc(size_t n)
+static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 {
 	if (likely(n <= SLAB_MAX_SIZE)) {
 		void *p = tcache_pop(size_to_class(n));
@@ -33,27 +33,34 @@ static inline void *pcpm_malloc(size_t n)
 	return pcpm_malloc_slow(n);
 }
 
-/* free() with the name of the API call for the abort message. */
-static inline void pcpm_free_call(void *p, const char *call)
+/* Every free that is not a slab object in the first arena with room in the cache. */
+void pcpm_free_generic(void *p, const char *call);
+void pcpm_free_slab_checked(void *p, struct page *head, const char *call);
+
+/*
+ * free() with the name of the API call for the abort message.  Only tail calls leave the
+ * fast path, so it needs no stack frame; NULL fails the range check and is handled there.
+ */
+static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const char *call)
 {
-	if (unlikely(!p))
-		return;
-	struct page *pg = pcpm_page_of(p);
-	if (likely(pg && pg->state == PG_SLAB)) {
-		struct page *head = pg->slab_head;
-		if (unlikely(slab_obj_index(head, p) < 0))
-			pcpm_bad_pointer(call, p);
-		if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-			tcache_check_double_free(p, head, call);
-		if (likely(tcache_push(p, head->cls)))
-			return;
-		tcache_free_slow(p, head->cls);
-		return;
+	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
+	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
+		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
+		if (likely(pg->state == PG_SLAB)) {
+			struct page *head = pg->slab_head;
+			if (unlikely(slab_obj_index(head, p) < 0))
+				pcpm_bad_pointer(call, p);
+			if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+				return pcpm_free_slab_checked(p, head, call);
+			if (likely(tcache_push(p, head->cls)))
+				return;
+			return tcache_free_slow(p, head->cls);
+		}
 	}
-	pcpm_free_slow(p, pg, call);
+	return pcpm_free_generic(p, call);
 }
 
-static inline void pcpm_free(void *p)
+static inline __attribute__((always_inline)) void pcpm_free(void *p)
 {
 	pcpm_free_call(p, "free");
 }

@@ -78,7 +78,10 @@ struct page {
 	struct kmem_cache *slab_cache; /* SLAB: owning cache */
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
 	char *addr;		       /* SLAB head: address of the slab's first byte */
-	uint32_t npages;	       /* LARGE head: pages in the run */
+	union {
+		uint32_t npages;     /* LARGE head: pages in the run */
+		uint32_t reciprocal; /* SLAB head: the cache's reciprocal (free path, one line) */
+	};
 	uint16_t inuse;		       /* SLAB head: objects handed out */
 	uint16_t carved;	       /* SLAB head: objects cut so far (bump carving) */
 	uint8_t state;		       /* enum page_state */

@@ -245,6 +245,32 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 	pcpm_bad_pointer(call, p);
 }
 
+/* The key word matched: confirm or rule out a double free, then free normally. */
+void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
+{
+	tcache_check_double_free(p, head, call);
+	if (!tcache_push(p, head->cls))
+		tcache_free_slow(p, head->cls);
+}
+
+void pcpm_free_generic(void *p, const char *call)
+{
+	if (!p)
+		return;
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		struct page *head = pg->slab_head;
+		if (slab_obj_index(head, p) < 0)
+			pcpm_bad_pointer(call, p);
+		if (((uintptr_t *)p)[1] == pcpm_free_key)
+			tcache_check_double_free(p, head, call);
+		if (!tcache_push(p, head->cls))
+			tcache_free_slow(p, head->cls);
+		return;
+	}
+	pcpm_free_slow(p, pg, call);
+}
+
 void *pcpm_malloc_slow(size_t n)
 {
 	pcpm_init();

@@ -93,6 +93,7 @@ static struct page *new_slab(struct kmem_cache *s)
 		pg[i].arena = pg->arena;
 	}
 	pg->addr = page_address(pg);
+	pg->reciprocal = s->reciprocal;
 	pg->freelist = NULL;
 	pg->inuse = 0;
 	pg->carved = 0;

@@ -73,10 +73,9 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n);
  */
 static inline long slab_obj_index(struct page *head, const void *p)
 {
-	struct kmem_cache *s = head->slab_cache;
 	size_t off = (size_t)((const char *)p - head->addr);
-	size_t idx = (off * s->reciprocal) >> 32;
-	if (unlikely(idx * s->size != off || idx >= head->carved))
+	size_t idx = (off * head->reciprocal) >> 32;
+	if (unlikely(idx * pcpm_class_size[head->cls] != off || idx >= head->carved))
 		return -1;
 	return (long)idx;
 }

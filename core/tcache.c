@@ -63,11 +63,16 @@ void tcache_setup(void)
 }
 
 /* Objects in the cache to the slab: the n on top of the stack. */
+static inline unsigned bin_count(struct tcache *tc, unsigned cls)
+{
+	return pcpm_tcache_cap[cls] - tc->bins[cls].avail;
+}
+
 static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 {
 	struct tcache_bin *b = &tc->bins[cls];
-	if (n > b->count)
-		n = b->count;
+	if (n > bin_count(tc, cls))
+		n = bin_count(tc, cls);
 	if (!n)
 		return;
 	void *first = b->head, *last = first;
@@ -75,7 +80,6 @@ static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 		last = *(void **)last;
 	b->head = *(void **)last;
 	*(void **)last = NULL;
-	b->count -= n;
 	b->avail += n;
 	tc->flushes++;
 	slab_free_bulk(cls, first, n);
@@ -107,7 +111,6 @@ void *tcache_alloc_slow(unsigned cls)
 	/* hand out the first, keep the rest */
 	void *p = head;
 	b->head = *(void **)p;
-	b->count += got - 1;
 	b->avail -= got - 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
@@ -142,7 +145,7 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 {
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = head->cls;
-	unsigned limit = tc->bins[cls].count;
+	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
 	for (void *o = tc->bins[cls].head; o && limit; o = *(void **)o, limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
@@ -155,7 +158,7 @@ void tcache_flush_all(struct tcache *tc)
 	if (tc->state != TC_ACTIVE)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-		flush_bin(tc, c, tc->bins[c].count);
+		flush_bin(tc, c, bin_count(tc, c));
 }
 
 /*

@@ -17,8 +17,7 @@
 
 struct tcache_bin {
 	void *head;	/* top of the stack */
-	uint32_t avail; /* room left before a flush (cap - count) */
-	uint32_t count; /* objects on the stack */
+	uint32_t avail; /* room left before a flush: cap - objects on the stack */
 };
 
 enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
@@ -36,16 +35,16 @@ extern uintptr_t pcpm_free_key;
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
-static inline void *tcache_pop(unsigned cls)
+static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {
-	struct tcache_bin *b = &pcpm_tc.bins[cls];
+	struct tcache *tc = &pcpm_tc;
+	struct tcache_bin *b = &tc->bins[cls];
 	void *p = b->head;
 	if (likely(p)) {
 		b->head = *(void **)p;
 		b->avail++;
-		b->count--;
 		((uintptr_t *)p)[1] = 0;
-		pcpm_tc.malloc_calls++;
+		tc->malloc_calls++;
 	}
 	return p;
 }
@@ -54,16 +53,16 @@ void *tcache_alloc_slow(unsigned cls);
 void tcache_free_slow(void *p, unsigned cls);
 
 /* Pushes a validated object; false when the stack is full or the cache is not active. */
-static inline bool tcache_push(void *p, unsigned cls)
+static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned cls)
 {
-	struct tcache_bin *b = &pcpm_tc.bins[cls];
+	struct tcache *tc = &pcpm_tc;
+	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->avail)) {
 		*(void **)p = b->head;
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		b->head = p;
 		b->avail--;
-		b->count++;
-		pcpm_tc.free_calls++;
+		tc->free_calls++;
 		return true;
 	}
 	return false;
