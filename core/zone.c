@@ -215,7 +215,9 @@ struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order)
 	zone_lock(z);
 	struct page *pg = __rmqueue(z, order);
 	if (pg && npages < (1UL << order)) {
-		/* the tail goes straight back; it cannot merge with the run we keep */
+		/* the tail goes straight back (with the block's clean/dirty state); it cannot
+		 * merge with the run we keep */
+		pg[npages].flags = pg->flags;
 		z->pgalloc_zone -= (1UL << order) - npages;
 		z->pgfree_zone -= (1UL << order) - npages;
 		__free_pages_range(z, pg + npages, (1UL << order) - npages, pcpm_now_ms());

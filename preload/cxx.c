@@ -30,13 +30,20 @@ static PCPM_COLD void throw_bad_alloc(size_t size)
 	pcpm_fatal("operator new(%zu): out of memory", size);
 }
 
-/* The failure loop of ::operator new: handler, retry; no handler: bad_alloc. */
-static PCPM_NOINLINE void *new_fail(size_t size, size_t align)
+/*
+ * The failure loop of ::operator new: call the new_handler and retry; without a handler,
+ * throw bad_alloc (nothrow forms return NULL instead).  A handler that throws from a
+ * nothrow form is not caught here (that would need the C++ runtime's catch support).
+ */
+static PCPM_NOINLINE void *new_fail(size_t size, size_t align, bool nothrow)
 {
 	for (;;) {
 		new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-		if (!h)
+		if (!h) {
+			if (nothrow)
+				return NULL;
 			throw_bad_alloc(size);
+		}
 		h();
 		void *p = align > 16 ? pcpm_memalign(align, size) : pcpm_malloc(size);
 		if (p)
@@ -44,33 +51,33 @@ static PCPM_NOINLINE void *new_fail(size_t size, size_t align)
 	}
 }
 
-static inline void *op_new(size_t size)
+static inline __attribute__((always_inline)) void *op_new(size_t size, bool nothrow)
 {
 	void *p = pcpm_malloc(size);
-	return likely(p) ? p : new_fail(size, 0);
+	return likely(p) ? p : new_fail(size, 0, nothrow);
 }
 
-static inline void *op_new_aligned(size_t size, size_t align)
+static inline void *op_new_aligned(size_t size, size_t align, bool nothrow)
 {
 	void *p = pcpm_memalign(align, size);
-	return likely(p) ? p : new_fail(size, align);
+	return likely(p) ? p : new_fail(size, align, nothrow);
 }
 
-EXPORT void *_Znwm(size_t n) { return op_new(n); }
-EXPORT void *_Znam(size_t n) { return op_new(n); }
-EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return pcpm_malloc(n); }
-EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return pcpm_malloc(n); }
-EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a); }
-EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a); }
+EXPORT void *_Znwm(size_t n) { return op_new(n, false); }
+EXPORT void *_Znam(size_t n) { return op_new(n, false); }
+EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return op_new(n, true); }
+EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return op_new(n, true); }
+EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, false); }
+EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return op_new_aligned(n, a, false); }
 EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt)
 {
 	(void)nt;
-	return pcpm_memalign(a, n);
+	return op_new_aligned(n, a, true);
 }
 EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt)
 {
 	(void)nt;
-	return pcpm_memalign(a, n);
+	return op_new_aligned(n, a, true);
 }
 
 EXPORT void _ZdlPv(void *p) { pcpm_free_call(p, "operator delete"); }
