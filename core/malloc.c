@@ -521,7 +521,7 @@ int pcpm_trim(size_t pad)
 	slab_shrink_all();
 	pcp_drain_all();
 	huge_cache_drain();
-	return zone_purge(&pcpm_zone, 0) > 0;
+	return zone_purge(&pcpm_zone, 0, 0) > 0;
 }
 
 void pcpm_mallinfo(struct pcpm_mallinfo *mi)

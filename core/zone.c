@@ -294,8 +294,9 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 	return true;
 }
 
-size_t zone_purge(struct zone *z, uint64_t age_ms)
+size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
 {
+	unsigned done = 0;
 	uint64_t now = pcpm_now_ms();
 	size_t bytes = 0;
 	zone_lock(z);
@@ -311,8 +312,11 @@ size_t zone_purge(struct zone *z, uint64_t age_ms)
 			pcpm_os_purge(page_address(pg), PAGE_SIZE << o);
 			pg->flags &= ~PG_DIRTY;
 			bytes += PAGE_SIZE << o;
+			if (max_blocks && ++done >= max_blocks)
+				goto out;
 		}
 	}
+out:
 	z->purged_bytes += bytes;
 	zone_unlock(z);
 	return bytes;
@@ -325,5 +329,7 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 		return;
 	if (!atomic_compare_exchange_strong(&z->last_purge_ms, &last, now_ms))
 		return;
-	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms);
+	/* 256 madvise calls bound one pass to well under a millisecond of zone-lock hold;
+	 * what is left waits for the next period */
+	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms, 256);
 }

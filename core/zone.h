@@ -74,9 +74,10 @@ void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t
 
 /*
  * Purge: madvise(MADV_DONTNEED) free blocks that stayed free for at least age_ms
- * (0 = all).  zone_maybe_purge runs it from slow paths once per PCPMALLOC_DECAY_MS.
+ * (0 = all), at most max_blocks madvise calls (0 = no limit) so the zone lock is never held
+ * long.  zone_maybe_purge runs it from slow paths once per PCPMALLOC_DECAY_MS.
  */
-size_t zone_purge(struct zone *z, uint64_t age_ms);
+size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks);
 void zone_maybe_purge(struct zone *z, uint64_t now_ms);
 
 static inline int ilog2_ceil(size_t n)

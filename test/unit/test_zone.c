@@ -147,9 +147,9 @@ int main(void)
 	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free << MAX_PAGE_ORDER, z->managed_pages);
 
 	/* purge: everything written is dirty and goes back; then nothing is left to purge */
-	size_t purged = zone_purge(z, 0);
+	size_t purged = zone_purge(z, 0, 0);
 	CHECK(purged > 0);
-	CHECK_EQ(zone_purge(z, 0), 0);
+	CHECK_EQ(zone_purge(z, 0, 0), 0);
 	printf("zone: %zu pages managed, %zu bytes purged, %llu grows\n", z->managed_pages, purged,
 	       (unsigned long long)z->zone_grow);
 	return 0;
