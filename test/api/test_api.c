@@ -248,6 +248,31 @@ static void test_calloc(void)
 		free(c);
 	}
 
+	/* Huge blocks (own mappings, possibly kept in a reuse cache) of one size dirtied and
+	 * freed, then calloc'ed at other sizes, smaller and larger; also blocks that grew by
+	 * realloc before they were freed. */
+	const size_t dirty_sizes[] = {20 * TU_MIB, 5 * TU_MIB, 9 * TU_MIB + 12345, 31 * TU_MIB};
+	const size_t calloc_sizes[] = {5 * TU_MIB, 6 * TU_MIB + 1, 19 * TU_MIB, 31 * TU_MIB,
+				       4 * TU_MIB + 4096};
+	for (size_t i = 0; i < ARRAY_SIZE(dirty_sizes); i++) {
+		for (size_t k = 0; k < ARRAY_SIZE(calloc_sizes); k++) {
+			unsigned char *d = malloc(dirty_sizes[i] / 2);
+			CHECK(d != NULL);
+			memset(d, 0x99, dirty_sizes[i] / 2);
+			d = realloc(d, dirty_sizes[i]);
+			CHECK(d != NULL);
+			memset(d, 0x9a, dirty_sizes[i]);
+			free(d);
+			unsigned char *c = calloc(1, calloc_sizes[k]);
+			CHECK(c != NULL);
+			size_t nz = tu_first_nonzero(c, calloc_sizes[k]);
+			CHECKF(nz == SIZE_MAX,
+			       "calloc(1, %zu) after a dirty %zu-byte block was freed: byte %zu = %#x",
+			       calloc_sizes[k], dirty_sizes[i], nz, nz == SIZE_MAX ? 0 : c[nz]);
+			free(c);
+		}
+	}
+
 	/* Many small callocs of the same size after many small dirty frees (thread cache and
 	 * slab reuse). */
 	enum { M = 2000 };
@@ -294,6 +319,53 @@ static void test_calloc(void)
 		CHECKF(p == NULL, "calloc(%#zx, %#zx) = %p", ov[i].nmemb, ov[i].size, p);
 		CHECKF(errno == ENOMEM, "calloc(%#zx, %#zx): errno %d", ov[i].nmemb, ov[i].size,
 		       errno);
+	}
+}
+
+/*
+ * calloc must zero memory that was written and freed even when it comes back by an indirect
+ * route: dirty a large area, free it, then allocate page runs whose page count is not a power
+ * of two (the allocator splits larger blocks and gives the unused tails back) and calloc
+ * blocks of several page sizes from what is left.
+ */
+static void test_calloc_after_split(void)
+{
+	enum { BIG = 64, RUNS = 48, CALLOCS = 48 };
+	const size_t run_pages[] = {17, 9, 33, 65, 129, 300};
+	const size_t sizes[] = {20 * TU_KIB, 17 * TU_KIB, 40 * TU_KIB, 100 * TU_KIB, 300 * TU_KIB,
+				TU_MIB - 5000};
+	static void *big[BIG], *runs[RUNS], *c[CALLOCS];
+	for (size_t r = 0; r < ARRAY_SIZE(run_pages); r++) {
+		for (size_t s = 0; s < ARRAY_SIZE(sizes); s++) {
+			for (int i = 0; i < BIG; i++) {
+				big[i] = malloc(TU_MIB);
+				CHECK(big[i] != NULL);
+				memset(big[i], 0xff, TU_MIB);
+			}
+			for (int i = 0; i < BIG; i++)
+				free(big[i]);
+			size_t n = run_pages[r] * page_size;
+			for (int i = 0; i < RUNS; i++) {
+				runs[i] = malloc(n);
+				CHECK(runs[i] != NULL);
+				memset(runs[i], 0xee, n);
+			}
+			for (int i = 0; i < CALLOCS; i++) {
+				unsigned char *p = calloc(1, sizes[s]);
+				CHECKF(p != NULL, "calloc(1, %zu)", sizes[s]);
+				size_t nz = tu_first_nonzero(p, sizes[s]);
+				CHECKF(nz == SIZE_MAX,
+				       "calloc(1, %zu) #%d = %p after runs of %zu pages: byte %zu = "
+				       "%#x",
+				       sizes[s], i, (void *)p, run_pages[r], nz,
+				       nz == SIZE_MAX ? 0 : p[nz]);
+				c[i] = p;
+			}
+			for (int i = 0; i < CALLOCS; i++)
+				free(c[i]);
+			for (int i = 0; i < RUNS; i++)
+				free(runs[i]);
+		}
 	}
 }
 
@@ -494,6 +566,30 @@ static void test_posix_memalign(void)
 			free(p);
 		}
 	}
+	/* Alignments above the largest buddy block (4 MiB): the huge path must align too. */
+	const size_t big_al[] = {8 * TU_MIB, 16 * TU_MIB, 64 * TU_MIB};
+	const size_t big_al_sizes[] = {1, 100000, 5 * TU_MIB};
+	for (size_t i = 0; i < ARRAY_SIZE(big_al); i++) {
+		for (size_t k = 0; k < ARRAY_SIZE(big_al_sizes); k++) {
+			void *p = NULL;
+			int rc = posix_memalign(&p, big_al[i], big_al_sizes[k]);
+			CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d", big_al[i], big_al_sizes[k],
+			       rc);
+			CHECK_ALIGNED(p, big_al[i]);
+			check_block(p, big_al_sizes[k], serial++);
+			void *q = aligned_alloc(big_al[i], big_al_sizes[k]);
+			CHECKF(q != NULL, "aligned_alloc(%zu, %zu)", big_al[i], big_al_sizes[k]);
+			CHECK_ALIGNED(q, big_al[i]);
+			check_block(q, big_al_sizes[k], serial++);
+			/* Both live: the first is intact. */
+			size_t bad = tu_verify(p, malloc_usable_size(p), tu_seed(p, serial - 2));
+			CHECKF(bad == SIZE_MAX, "%zu-aligned block overwritten at byte %zu", big_al[i],
+			       bad);
+			free(q);
+			free(p);
+		}
+	}
+
 	/* Several aligned blocks live together (an aligned block must not be carved so that a
 	 * neighbour is overwritten). */
 	enum { N = 64 };
@@ -911,6 +1007,7 @@ int main(void)
 		{"malloc impossible sizes", test_malloc_impossible},
 		{"free(NULL) and errno", test_free_null_and_errno},
 		{"calloc", test_calloc},
+		{"calloc after page runs were split", test_calloc_after_split},
 		{"realloc", test_realloc},
 		{"reallocarray", test_reallocarray},
 		{"posix_memalign", test_posix_memalign},

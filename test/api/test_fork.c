@@ -2,7 +2,8 @@
  * test_fork.c - fork() in a threaded program.
  *
  * Four threads allocate and free all the time (small, slab and large sizes, cross-thread frees
- * between them) while the main thread forks FORKS times.  A fork can catch any of them inside
+ * between them) while the main thread forks 1000 times (5000 in the long mode) and another
+ * thread forks a fifth as often at the same time.  A fork can catch any of them inside
  * the allocator, holding a tcache, slab, pcp or zone lock; the child must still be able to
  * allocate.  Each child (guarded by alarm(): a deadlock exits with a signal, not a hang)
  * checks a block inherited from the parent, allocates and frees small, 64 KiB and 8 MiB
@@ -78,11 +79,12 @@ static size_t bg_size(uint64_t *rng)
 	uint64_t r = tu_rand(rng) % 1000;
 	if (r < 700)
 		return tu_rand_range(rng, 1, 512);
-	if (r < 950)
+	if (r < 970)
 		return tu_rand_range(rng, 513, 32 * TU_KIB);
-	if (r < 995)
+	if (r < 998)
 		return tu_rand_range(rng, 32 * TU_KIB, 512 * TU_KIB);
-	return tu_rand_range(rng, 512 * TU_KIB, 6 * TU_MIB);
+	/* Rare, and not bigger: every fork copies the page tables of all live memory. */
+	return tu_rand_range(rng, 512 * TU_KIB, 4 * TU_MIB);
 }
 
 static void *bg_main(void *arg)
@@ -90,7 +92,12 @@ static void *bg_main(void *arg)
 	struct bg *b = arg;
 	void *slot[BG_SLOTS] = {0};
 	size_t size[BG_SLOTS] = {0};
+	unsigned burst = 0;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		/* Bursts with short pauses: busy enough that forks catch threads inside the
+		 * allocator, idle enough that the children get CPU on a 2-core machine. */
+		if (++burst % 128 == 0)
+			usleep(200);
 		int i = (int)(tu_rand(&b->rng) % BG_SLOTS);
 		if (slot[i]) {
 			unsigned char *p = slot[i];
@@ -205,11 +212,36 @@ static int child_main(int iteration)
 	alarm(CHILD_ALARM_S);
 	if (tu_verify(inherited, inherited_size, inherited_seed) != SIZE_MAX)
 		return CHILD_INHERITED_BAD;
-	const size_t sizes[] = {1, 24, 100, 1000, 4000, 64 * TU_KIB, 300 * TU_KIB, 8 * TU_MIB};
+	const size_t sizes[] = {1, 24, 100, 1000, 4000, 64 * TU_KIB, 300 * TU_KIB};
 	int rc;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		if ((rc = child_block(sizes[i], (uint64_t)iteration * 100 + i)) != CHILD_OK)
 			return rc;
+	/* One 8 MiB block.  Page faults dominate a child's time (about 5 us each here), so
+	 * most children fill and check its first and last 256 KiB and one 64-byte stamp in
+	 * every 64 KiB between; every tenth child fills all of it. */
+	const size_t hsize = 8 * TU_MIB, edge = 256 * TU_KIB, stride = 64 * TU_KIB;
+	unsigned char *huge = malloc(hsize);
+	if (!huge)
+		return CHILD_MALLOC_NULL;
+	uint64_t hseed = tu_seed(huge, (uint64_t)iteration);
+	if (iteration % 10 == 0) {
+		tu_fill(huge, hsize, hseed);
+		if (tu_verify(huge, hsize, hseed) != SIZE_MAX)
+			return CHILD_CONTENT_BAD;
+	} else {
+		tu_fill(huge, edge, hseed);
+		tu_fill(huge + hsize - edge, edge, hseed + 1);
+		for (size_t off = edge; off < hsize - edge; off += stride)
+			tu_fill(huge + off, 64, hseed + off);
+		if (tu_verify(huge, edge, hseed) != SIZE_MAX ||
+		    tu_verify(huge + hsize - edge, edge, hseed + 1) != SIZE_MAX)
+			return CHILD_CONTENT_BAD;
+		for (size_t off = edge; off < hsize - edge; off += stride)
+			if (tu_verify(huge + off, 64, hseed + off) != SIZE_MAX)
+				return CHILD_CONTENT_BAD;
+	}
+	free(huge);
 	/* Many small ones at once: past the thread cache into the slab layer. */
 	void *many[300];
 	for (int i = 0; i < 300; i++) {
@@ -239,6 +271,51 @@ static int child_main(int iteration)
 	return CHILD_OK;
 }
 
+struct fork_loop {
+	const char *who;
+	int first, count;
+	double slowest;
+};
+
+/* Forks count children one after the other, each running child_main; checks each status. */
+static void fork_loop(struct fork_loop *l)
+{
+	for (int it = l->first; it < l->first + l->count; it++) {
+		double f0 = tu_now();
+		pid_t pid = fork();
+		CHECKF(pid >= 0, "fork #%d: %s", it, strerror(errno));
+		if (pid == 0)
+			_exit(child_main(it));
+		/* The parent allocates while the child runs. */
+		void *p = malloc(1000 + (size_t)it);
+		CHECK(p != NULL);
+		memset(p, 2, 1000 + (size_t)it);
+		int status = 0;
+		pid_t w;
+		do
+			w = waitpid(pid, &status, 0);
+		while (w < 0 && errno == EINTR);
+		CHECKF(w == pid, "waitpid: %s", strerror(errno));
+		CHECKF(!WIFSIGNALED(status), "child #%d (forked by the %s thread) killed by signal "
+					     "%d (%s)%s",
+		       it, l->who, WTERMSIG(status), strsignal(WTERMSIG(status)),
+		       WTERMSIG(status) == SIGALRM ? ": deadlocked in the allocator after fork" : "");
+		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		       "child #%d (forked by the %s thread) exited %d: %s", it, l->who,
+		       WEXITSTATUS(status), child_error(WEXITSTATUS(status)));
+		free(p);
+		double dt = tu_now() - f0;
+		if (dt > l->slowest)
+			l->slowest = dt;
+	}
+}
+
+static void *fork_loop_thread(void *arg)
+{
+	fork_loop(arg);
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -265,45 +342,37 @@ int main(int argc, char **argv)
 	/* Let the threads fill their caches before the first fork. */
 	usleep(50 * 1000);
 
-	double t0 = tu_now(), slowest = 0;
+	double t0 = tu_now();
 	unsigned long long ops_before[BG_THREADS];
 	for (int i = 0; i < BG_THREADS; i++)
 		ops_before[i] = atomic_load(&bgs[i].ops);
-	for (int it = 0; it < forks; it++) {
-		double f0 = tu_now();
-		pid_t pid = fork();
-		CHECKF(pid >= 0, "fork #%d: %s", it, strerror(errno));
-		if (pid == 0)
-			_exit(child_main(it));
-		/* The parent allocates while the child runs. */
-		void *p = malloc(1000 + (size_t)it);
-		CHECK(p != NULL);
-		memset(p, 2, 1000 + (size_t)it);
-		int status = 0;
-		pid_t w;
-		do
-			w = waitpid(pid, &status, 0);
-		while (w < 0 && errno == EINTR);
-		CHECKF(w == pid, "waitpid: %s", strerror(errno));
-		CHECKF(!WIFSIGNALED(status),
-		       "child #%d killed by signal %d (%s)%s", it, WTERMSIG(status),
-		       strsignal(WTERMSIG(status)),
-		       WTERMSIG(status) == SIGALRM ? ": deadlocked in the allocator after fork" : "");
-		CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child #%d exited %d: %s", it,
-		       WEXITSTATUS(status), child_error(WEXITSTATUS(status)));
-		free(p);
-		double dt = tu_now() - f0;
-		if (dt > slowest)
-			slowest = dt;
-	}
+	/* A second thread forks at the same time as the main thread: two forks in flight,
+	 * and children of a process whose forking thread is not the main one. */
+	struct fork_loop side = {.who = "thread", .first = forks, .count = forks / 5};
+	pthread_t side_thread;
+	CHECK(pthread_create(&side_thread, NULL, fork_loop_thread, &side) == 0);
+	struct fork_loop mainloop = {.who = "main", .first = 0, .count = forks};
+	fork_loop(&mainloop);
+	CHECK(pthread_join(side_thread, NULL) == 0);
 	double elapsed = tu_now() - t0;
-	/* The parent's threads kept going through the forks (no lock left taken by atfork). */
-	usleep(20 * 1000);
+	/* The parent's threads kept going through the forks, and still go after them (no lock
+	 * left taken by the fork handlers). */
+	unsigned long long ops_after[BG_THREADS];
 	for (int i = 0; i < BG_THREADS; i++) {
-		unsigned long long now = atomic_load(&bgs[i].ops);
-		CHECKF(now > ops_before[i] + 100,
+		ops_after[i] = atomic_load(&bgs[i].ops);
+		CHECKF(ops_after[i] > ops_before[i] + 100,
 		       "background thread %d stalled: %llu ops during the forks", i,
-		       now - ops_before[i]);
+		       ops_after[i] - ops_before[i]);
+	}
+	for (int wait = 0; wait < 100; wait++) {
+		usleep(20 * 1000);
+		int moving = 0;
+		for (int i = 0; i < BG_THREADS; i++)
+			moving += atomic_load(&bgs[i].ops) > ops_after[i];
+		if (moving == BG_THREADS)
+			break;
+		CHECKF(wait < 99, "%d background thread(s) stuck for 2 s after the forks",
+		       BG_THREADS - moving);
 	}
 	atomic_store(&stop, true);
 	for (int i = 0; i < BG_THREADS; i++)
@@ -313,7 +382,9 @@ int main(int argc, char **argv)
 	size_t bad = tu_verify(inherited, inherited_size, inherited_seed);
 	CHECKF(bad == SIZE_MAX, "the parent's block changed at byte %zu", bad);
 	free(inherited);
-	printf("test_fork: %d forks in %.1f s (%.1f ms each, slowest %.1f ms)\n", forks, elapsed,
-	       elapsed * 1000 / forks, slowest * 1000);
+	printf("test_fork: %d forks from the main thread and %d from another in %.1f s "
+	       "(%.1f ms each, slowest %.1f ms)\n",
+	       mainloop.count, side.count, elapsed, elapsed * 1000 / (mainloop.count + side.count),
+	       (mainloop.slowest > side.slowest ? mainloop.slowest : side.slowest) * 1000);
 	return 0;
 }

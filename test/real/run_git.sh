@@ -14,25 +14,29 @@ NCOMMITS=12
 # files, later ones edit, add, delete and rename some.  Deterministic for a given commit.
 edit_tree() {
 	python3 - "$1" "$2" "$NFILES" <<'PY'
-import os, random, subprocess, sys
+import os, random, sys
 root, commit, nfiles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(commit)
 words = ["alloc", "free", "page", "zone", "batch", "high", "slab", "cache", "order", "buddy",
          "merge", "split", "count", "drain", "lock", "cpu", "node", "list", "pcp", "decay"]
 def content(name, version):
     r = random.Random(name + str(version))
-    return "".join("%s line %d: %s\n" % (name, i, " ".join(r.choice(words) for _ in range(r.randint(1, 12))))
-                   for i in range(r.randint(5, 200)))
+    lines = []
+    for i in range(r.randint(5, 200)):
+        text = " ".join(r.choice(words) for _ in range(r.randint(1, 12)))
+        lines.append("%s line %d: %s\n" % (name, i, text))
+    return "".join(lines)
 def path(i):
     return os.path.join(root, "dir%02d" % (i % 12), "sub%d" % (i % 3), "file%04d.txt" % i)
-existing = sorted(p for p in (os.path.join(d, f) for d, _, fs in os.walk(root) if "/.git" not in d + "/"
-                  for f in fs))
+existing = sorted(os.path.join(d, f) for d, _, files in os.walk(root)
+                  if "/.git" not in d + "/" for f in files)
 if commit == 0:
     targets = [path(i) for i in range(nfiles)]
 elif commit >= 100:   # the topic branch only adds files of its own: the merge is clean
     targets = [os.path.join(root, "topic", "t%d-%d.txt" % (commit, i)) for i in range(20)]
 else:
-    targets = rng.sample(existing, min(len(existing), 25)) + [path(nfiles + commit * 10 + i) for i in range(5)]
+    targets = rng.sample(existing, min(len(existing), 25))
+    targets += [path(nfiles + commit * 10 + i) for i in range(5)]
 for p in targets:
     os.makedirs(os.path.dirname(p), exist_ok=True)
     with open(p, "w") as f:

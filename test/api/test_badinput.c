@@ -1,0 +1,444 @@
+/*
+ * test_badinput.c - misuse is detected and reported, never silently absorbed.
+ *
+ * Each abort case runs in a forked child whose stderr goes to a pipe.  The child first writes
+ * the pointer it is about to misuse to a second pipe, then misuses it.  The child must die by
+ * SIGABRT, its stderr must hold exactly one line starting with "pcpmalloc: ", that line must
+ * start with the expected prefix and name the same pointer in hex.
+ *
+ * Then, in-process: impossible requests fail cleanly (NULL + ENOMEM, EINVAL with the output
+ * untouched); and a malformed PCPMALLOC_DECAY_MS makes a process print exactly one warning
+ * line about it and still run to exit status 0.
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+extern char **environ;
+
+/* --- Running a case in a child ----------------------------------------------------------- */
+
+static int report_fd = -1;
+
+/* Tells the parent which pointer the child misuses next. */
+static void report_pointer(const void *p)
+{
+	char buf[64];
+	int n = snprintf(buf, sizeof(buf), "%p\n", p);
+	ssize_t w = write(report_fd, buf, (size_t)n);
+	(void)w;
+}
+
+struct result {
+	int status;
+	char err[8192]; /* stderr of the child */
+	size_t err_len;
+	char ptr[64]; /* what report_pointer wrote */
+};
+
+/* Reads both pipes to EOF (a child that hangs is killed by its alarm). */
+static void drain(int err_fd, int ptr_fd, struct result *r)
+{
+	struct pollfd pf[2] = {{.fd = err_fd, .events = POLLIN}, {.fd = ptr_fd, .events = POLLIN}};
+	size_t ptr_len = 0;
+	int open_fds = 2;
+	while (open_fds > 0) {
+		int rc = poll(pf, 2, 30000);
+		CHECKF(rc > 0, "%s", rc == 0 ? "child silent for 30 s" : strerror(errno));
+		for (int i = 0; i < 2; i++) {
+			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char *dst = i == 0 ? r->err + r->err_len : r->ptr + ptr_len;
+			size_t room = i == 0 ? sizeof(r->err) - 1 - r->err_len
+					     : sizeof(r->ptr) - 1 - ptr_len;
+			char scratch[256];
+			ssize_t n = read(pf[i].fd, room ? dst : scratch, room ? room : sizeof(scratch));
+			if (n <= 0) {
+				close(pf[i].fd);
+				pf[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			if (room) {
+				if (i == 0)
+					r->err_len += (size_t)n;
+				else
+					ptr_len += (size_t)n;
+			}
+		}
+	}
+	r->err[r->err_len] = '\0';
+	r->ptr[ptr_len] = '\0';
+}
+
+static void run_child(void (*fn)(void), struct result *r)
+{
+	int err_pipe[2], ptr_pipe[2];
+	CHECK(pipe(err_pipe) == 0 && pipe(ptr_pipe) == 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		/* No core files for the expected aborts; no hang either. */
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(SIGALRM, SIG_DFL);
+		alarm(20);
+		close(err_pipe[0]);
+		close(ptr_pipe[0]);
+		dup2(err_pipe[1], 2);
+		close(err_pipe[1]);
+		report_fd = ptr_pipe[1];
+		fn();
+		/* Misuse that was not caught. */
+		static const char msg[] = "test: misuse returned normally\n";
+		ssize_t w = write(2, msg, sizeof(msg) - 1);
+		(void)w;
+		_exit(99);
+	}
+	close(err_pipe[1]);
+	close(ptr_pipe[1]);
+	memset(r, 0, sizeof(*r));
+	drain(err_pipe[0], ptr_pipe[0], r);
+	CHECK(waitpid(pid, &r->status, 0) == pid);
+}
+
+/* Counts the lines of text that start with prefix; returns the first in *first. */
+static int lines_starting(const char *text, const char *prefix, const char **first)
+{
+	int n = 0;
+	*first = NULL;
+	for (const char *line = text; line && *line;) {
+		if (strncmp(line, prefix, strlen(prefix)) == 0) {
+			if (!*first)
+				*first = line;
+			n++;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return n;
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else if (WIFEXITED(status))
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	else
+		snprintf(buf, len, "status %#x", status);
+}
+
+static int failures;
+
+/* Runs one abort case; counts (and prints) a failure rather than stopping, so one run shows
+ * every case. */
+static void expect_abort(const char *name, void (*fn)(void), const char *prefix)
+{
+	struct result *r = malloc(sizeof(*r));
+	CHECK(r != NULL);
+	run_child(fn, r);
+	char why[512] = "";
+	char st[128];
+	describe_status(r->status, st, sizeof(st));
+	const char *line;
+	int n = lines_starting(r->err, "pcpmalloc: ", &line);
+	if (!WIFSIGNALED(r->status) || WTERMSIG(r->status) != SIGABRT) {
+		snprintf(why, sizeof(why), "child %s, want SIGABRT", st);
+	} else if (n != 1) {
+		snprintf(why, sizeof(why), "%d lines start with \"pcpmalloc: \", want exactly 1", n);
+	} else if (strncmp(line, prefix, strlen(prefix)) != 0) {
+		snprintf(why, sizeof(why), "message does not start with \"%s\"", prefix);
+	} else {
+		/* The pointer in the message: the hex number after "0x" at the end of the
+		 * prefix, or, when the prefix has no address, the first "0x" on the line. */
+		const char *hex = strstr(line + strlen(prefix) - (strstr(prefix, "0x") ? 2 : 0), "0x");
+		unsigned long long printed = hex ? strtoull(hex, NULL, 16) : 0;
+		unsigned long long expected = strtoull(r->ptr, NULL, 16);
+		if (!r->ptr[0])
+			snprintf(why, sizeof(why), "%s", "child reported no pointer");
+		else if (!hex || printed != expected)
+			snprintf(why, sizeof(why), "message names %#llx, the misused pointer is %#llx",
+				 printed, expected);
+	}
+	if (why[0]) {
+		failures++;
+		printf("FAIL - %s: %s\n  child stderr (%zu bytes): \"%s\"\n", name, why, r->err_len,
+		       r->err);
+	} else {
+		size_t l = strcspn(line, "\n");
+		printf("ok - %s: \"%.*s\"\n", name, (int)l, line);
+	}
+	free(r);
+}
+
+/* --- The abort cases ------------------------------------------------------------------------ */
+
+static void free_interior_small(void)
+{
+	char *p = malloc(64);
+	memset(p, 1, 64);
+	report_pointer(p + 16);
+	free(tu_opaque_ptr(p + 16));
+}
+
+static void free_interior_large(void)
+{
+	char *p = malloc(100000);
+	memset(p, 1, 100000);
+	report_pointer(p + 4096);
+	free(tu_opaque_ptr(p + 4096));
+}
+
+static void double_free_tcache(void)
+{
+	void *keep = malloc(64); /* a neighbour, so the slab stays in use */
+	void *p = malloc(64);
+	memset(p, 2, 64);
+	free(p);
+	report_pointer(p);
+	free(tu_opaque_ptr(p));
+	free(keep);
+}
+
+static void double_free_after_flush(void)
+{
+	enum { N = 200 };
+	void *others[N];
+	/* Neighbours that stay live keep p's slab a slab (not given back as pages). */
+	void *keep_before = malloc(64);
+	void *p = malloc(64);
+	void *keep_after = malloc(64);
+	memset(p, 3, 64);
+	for (int i = 0; i < N; i++)
+		others[i] = malloc(64);
+	/* p is freed first, then 200 more of its size: the thread cache overflows and p goes
+	 * back to its slab. */
+	free(p);
+	for (int i = 0; i < N; i++)
+		free(others[i]);
+	report_pointer(p);
+	free(tu_opaque_ptr(p));
+	free(keep_before);
+	free(keep_after);
+}
+
+static void double_free_large(void)
+{
+	void *p = malloc(256 * TU_KIB);
+	memset(p, 4, 256 * TU_KIB);
+	free(p);
+	report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
+static void double_free_huge(void)
+{
+	void *p = malloc(16 * TU_MIB);
+	memset(p, 4, TU_MIB);
+	free(p);
+	report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
+static void realloc_interior(void)
+{
+	char *p = malloc(64);
+	memset(p, 5, 64);
+	report_pointer(p + 16);
+	void *q = realloc(tu_opaque_ptr(p + 16), 100);
+	(void)q;
+}
+
+static void free_stack(void)
+{
+	char local[64];
+	memset(local, 6, sizeof(local));
+	report_pointer(local);
+	free(tu_opaque_ptr(local));
+	/* Keep local alive past the call. */
+	__asm__ volatile("" : : "r"(local) : "memory");
+}
+
+static char static_array[256];
+
+static void free_static(void)
+{
+	report_pointer(static_array + 16);
+	free(tu_opaque_ptr(static_array + 16));
+}
+
+static void free_foreign_mmap(void)
+{
+	/* A page the allocator never saw, at a page-aligned address like its own. */
+	void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(m != MAP_FAILED);
+	char *p = (char *)m + 65536;
+	report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
+/* --- Clean failures, in-process ----------------------------------------------------------- */
+
+static void clean_failures(void)
+{
+	errno = 0;
+	void *p = malloc(tu_opaque(SIZE_MAX));
+	CHECK(p == NULL);
+	CHECK_EQ(errno, ENOMEM);
+	errno = 0;
+	p = calloc(tu_opaque(SIZE_MAX / 4), 8);
+	CHECK(p == NULL);
+	CHECK_EQ(errno, ENOMEM);
+	void *sentinel = (void *)(uintptr_t)0xabcdef0;
+	p = sentinel;
+	CHECK_EQ(posix_memalign(&p, tu_opaque(3), 8), EINVAL);
+	CHECK(p == sentinel);
+	p = sentinel;
+	CHECK_EQ(posix_memalign(&p, tu_opaque(0), 8), EINVAL);
+	CHECK(p == sentinel);
+	/* Still working afterwards. */
+	p = malloc(100);
+	CHECK(p != NULL);
+	memset(p, 0, 100);
+	free(p);
+	printf("ok - impossible requests fail cleanly\n");
+}
+
+/* --- Malformed environment ---------------------------------------------------------------- */
+
+/* Runs argv with our environment plus extra, stderr captured; returns the wait status. */
+static int run_with_env(char *const argv[], const char *extra, char *err, size_t err_size)
+{
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 2, sizeof(char *));
+	CHECK(env != NULL);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "PCPMALLOC_", 10) != 0 ||
+		    strncmp(environ[i], "PCPMALLOC_TEST_", 15) == 0)
+			env[k++] = environ[i];
+	env[k++] = (char *)extra;
+	env[k] = NULL;
+
+	int pfd[2];
+	CHECK(pipe(pfd) == 0);
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(20);
+		close(pfd[0]);
+		dup2(pfd[1], 2);
+		close(pfd[1]);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t len = 0;
+	ssize_t r;
+	char scratch[256];
+	while ((r = read(pfd[0], len < err_size - 1 ? err + len : scratch,
+			 len < err_size - 1 ? err_size - 1 - len : sizeof(scratch))) > 0)
+		if (len < err_size - 1)
+			len += (size_t)r;
+	err[len] = '\0';
+	close(pfd[0]);
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	free(env);
+	return status;
+}
+
+static void check_env_warning(const char *what, char *const argv[])
+{
+	char err[4096];
+	int status = run_with_env(argv, "PCPMALLOC_DECAY_MS=abc", err, sizeof(err));
+	char st[128];
+	describe_status(status, st, sizeof(st));
+	int lines = 0;
+	for (const char *c = err; *c; c++)
+		if (*c == '\n')
+			lines++;
+	if (err[0] && err[strlen(err) - 1] != '\n')
+		lines++;
+	bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && lines == 1 &&
+		  strstr(err, "PCPMALLOC_DECAY_MS") != NULL;
+	if (!ok) {
+		failures++;
+		printf("FAIL - %s with PCPMALLOC_DECAY_MS=abc: %s, %d stderr lines (want exactly 1 "
+		       "naming PCPMALLOC_DECAY_MS and exit status 0): \"%s\"\n",
+		       what, st, lines, err);
+	} else {
+		printf("ok - %s with PCPMALLOC_DECAY_MS=abc: \"%.*s\"\n", what,
+		       (int)strcspn(err, "\n"), err);
+	}
+}
+
+static int child_mode_malloc(void)
+{
+	/* Re-executed by the environment check: allocate a little and exit 0. */
+	for (int i = 0; i < 100; i++) {
+		void *p = malloc((size_t)i * 40 + 1);
+		if (!p)
+			return 1;
+		free(p);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--child-malloc") == 0)
+		return child_mode_malloc();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	tu_require_pcpmalloc("test_badinput");
+	tu_watchdog(300);
+
+	expect_abort("free of an interior pointer of a small block", free_interior_small,
+		     "pcpmalloc: free(): invalid pointer 0x");
+	expect_abort("free of an interior pointer of a large block", free_interior_large,
+		     "pcpmalloc: free(): invalid pointer 0x");
+	expect_abort("double free, block in the thread cache", double_free_tcache,
+		     "pcpmalloc: free(): double free 0x");
+	expect_abort("double free, block back in its slab", double_free_after_flush,
+		     "pcpmalloc: free(): double free 0x");
+	expect_abort("double free of a 256 KiB block", double_free_large, "pcpmalloc: free(): ");
+	expect_abort("double free of a 16 MiB block", double_free_huge, "pcpmalloc: free(): ");
+	expect_abort("realloc of an interior pointer", realloc_interior,
+		     "pcpmalloc: realloc(): invalid pointer 0x");
+	expect_abort("free of a stack address", free_stack,
+		     "pcpmalloc: free(): invalid pointer 0x");
+	expect_abort("free of a static array", free_static,
+		     "pcpmalloc: free(): invalid pointer 0x");
+	expect_abort("free of a foreign mmap'd page", free_foreign_mmap,
+		     "pcpmalloc: free(): invalid pointer 0x");
+
+	clean_failures();
+
+	char *true_argv[] = {(char *)"/bin/true", NULL};
+	check_env_warning("/bin/true", true_argv);
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	CHECK(n > 0);
+	self[n] = '\0';
+	char *self_argv[] = {self, (char *)"--child-malloc", NULL};
+	check_env_warning("a program that mallocs", self_argv);
+
+	CHECKF(failures == 0, "%d case(s) failed, see above", failures);
+	return 0;
+}
