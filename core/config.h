@@ -35,6 +35,8 @@ struct pcpm_config {
 	int decay_mode;		/* PCPMALLOC_DECAY_MODE: mainline | count_min */
 	int count_min_div;	/* PCPMALLOC_COUNT_MIN_DIV: count_min mode decays min(count_min, high/div) */
 	int tcache;		/* PCPMALLOC_TCACHE: per-thread caches on/off */
+	int dirty_pct;		/* PCPMALLOC_DIRTY_PCT: dirty free pages allowed, % of pages in use */
+	int dirty_min_mb;	/* PCPMALLOC_DIRTY_MIN_MB: ... but always this many MiB */
 	int arena_reserve_gb;	/* PCPMALLOC_ARENA_RESERVE_GB: VA reserved per arena */
 	int arena_chunk_mb;	/* PCPMALLOC_ARENA_CHUNK_MB: zone growth step */
 	int cpu_source;		/* PCPMALLOC_CPU_SOURCE: rseq | getcpu | tid */

@@ -172,7 +172,14 @@ static void *huge_realloc(struct region *r, size_t size)
 	return p;
 }
 
-/* ---- large: page runs from the pcp (orders 0..3) or the zone (alloc_pages_exact) ---- */
+/*
+ * ---- large: whole blocks of 2^order pages, from the pcp (orders 0..3) or the zone ----
+ * Whole blocks, as alloc_pages(): a freed block merges back whole, so the next request of
+ * that order reuses it while it is resident; trimming each block to the page instead leaves
+ * tails that other sizes take, and the buddies never meet again.  Pages past the request
+ * cost address space only until the program touches them.  realloc may turn a block into a
+ * run of any length (shrunk or extended in place); runs go back with zone_free_run.
+ */
 
 static void *large_alloc(size_t size, size_t align)
 {
@@ -183,12 +190,9 @@ static void *large_alloc(size_t size, size_t align)
 	unsigned align_order = align > PAGE_SIZE ? (unsigned)ilog2_ceil(align >> PAGE_SHIFT) : 0;
 	struct page *pg;
 	for (int attempt = 0;; attempt++) {
-		if (order <= PAGE_ALLOC_COSTLY_ORDER && align_order <= order) {
-			pg = pcp_alloc(order);
-			np = 1UL << order; /* a whole pcp block: its buddy could not use the rest */
-		} else {
-			pg = zone_alloc_run(&pcpm_zone, np, align_order);
-		}
+		unsigned o = MAX(order, align_order);
+		pg = pcp_alloc(o); /* orders above 3 go straight to the zone */
+		np = 1UL << o;
 		if (pg || attempt)
 			break;
 		/* __alloc_pages_direct_reclaim's rule: drain every pcp, then retry once */
@@ -202,10 +206,11 @@ static void *large_alloc(size_t size, size_t align)
 	return page_address(pg);
 }
 
-/* A run of 2^k pages (k <= 3) is a naturally aligned block: it goes back through the pcp. */
+/* A run of 2^k pages is a naturally aligned block: it goes back as one (through the pcp
+ * for k <= 3); other lengths (realloc made them) go back as a run. */
 static void large_free_pages(struct page *pg, size_t np)
 {
-	if (np <= (1UL << PAGE_ALLOC_COSTLY_ORDER) && !(np & (np - 1))) {
+	if (!(np & (np - 1))) {
 		pcp_free(pg, (unsigned)ilog2_ceil(np));
 		return;
 	}
@@ -383,7 +388,7 @@ void *pcpm_realloc(void *p, size_t size)
 		if (size > SLAB_MAX_SIZE && size <= HUGE_THRESHOLD) {
 			if (nnp <= np) {
 				/* shrink in place; a tail worth giving back goes to the zone */
-				if (nnp < np / 2 || (np > 8 && nnp < np)) {
+				if (nnp <= np / 2) {
 					pg->npages = (uint32_t)nnp;
 					struct page *tail = pg + nnp;
 					tail->flags = pg->flags;

@@ -169,6 +169,7 @@ static void free_pcppages_bulk(struct per_cpu_pages *pcp, int count, unsigned pi
 			__free_one_page(z, pg, p, now);
 		} while (count > 0 && !list_empty(&pcp->lists[p]));
 	}
+	__zone_balance_dirty(z);
 	zone_unlock(z);
 }
 

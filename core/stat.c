@@ -66,6 +66,11 @@ size_t pcpm_stats_json(char *buf, size_t len)
 #define X(n) put(&o, ", \"" #n "\": %llu", (unsigned long long)s.n);
 	PCPM_COUNTERS(X)
 #undef X
+	/* /proc/buddyinfo: free blocks per order */
+	put(&o, ", \"buddyinfo\": [");
+	for (int i = 0; i < NR_PAGE_ORDERS; i++)
+		put(&o, "%s%zu", i ? ", " : "", pcpm_zone.free_area[i].nr_free);
+	put(&o, "]");
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = &pcpm_pcp[i];
@@ -92,6 +97,10 @@ static size_t stats_text(char *buf, size_t len)
 #define X(n) put(&o, "  %-22s %llu\n", #n, (unsigned long long)s.n);
 	PCPM_COUNTERS(X)
 #undef X
+	put(&o, "  buddyinfo             ");
+	for (int i = 0; i < NR_PAGE_ORDERS; i++)
+		put(&o, " %zu", pcpm_zone.free_area[i].nr_free);
+	put(&o, "\n");
 	put(&o, "  %-5s %8s %8s %6s %8s %8s\n", "cpu", "count", "high", "batch", "high_min", "high_max");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = &pcpm_pcp[i];

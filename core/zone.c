@@ -9,7 +9,10 @@ struct zone pcpm_zone;
 void pcpm_zone_init(struct zone *z)
 {
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
-		list_init(&z->free_area[o].free_list);
+	{
+		list_init(&z->free_area[o].free_list[FREE_CLEAN]);
+		list_init(&z->free_area[o].free_list[FREE_DIRTY]);
+	}
 	atomic_store_explicit(&z->last_purge_ms, pcpm_now_ms(), memory_order_relaxed);
 }
 
@@ -33,12 +36,15 @@ static inline void set_buddy(struct page *pg, unsigned order, uint8_t flags, uin
 
 static inline void add_free(struct zone *z, struct page *pg, unsigned order, bool tail)
 {
+	struct list_head *l = &z->free_area[order].free_list[pg->flags & PG_DIRTY];
 	if (tail)
-		list_add_tail(&pg->lru, &z->free_area[order].free_list);
+		list_add_tail(&pg->lru, l);
 	else
-		list_add(&pg->lru, &z->free_area[order].free_list);
+		list_add(&pg->lru, l);
 	z->free_area[order].nr_free++;
 	z->free_pages += 1UL << order;
+	if (pg->flags & PG_DIRTY)
+		z->dirty_pages += 1UL << order;
 }
 
 static inline void del_free(struct zone *z, struct page *pg, unsigned order)
@@ -46,6 +52,8 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
 	list_del(&pg->lru);
 	z->free_area[order].nr_free--;
 	z->free_pages -= 1UL << order;
+	if (pg->flags & PG_DIRTY)
+		z->dirty_pages -= 1UL << order;
 	pg->state = PG_NONE;
 }
 
@@ -102,23 +110,34 @@ static void expand(struct zone *z, struct page *pg, unsigned low, unsigned high)
 	}
 }
 
-/* __rmqueue_smallest plus growth: the smallest free block that fits, split down. */
+/* __rmqueue_smallest(): the smallest block of at least 2^order on one kind of list. */
+static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
+{
+	for (unsigned o = order; o < NR_PAGE_ORDERS; o++) {
+		struct list_head *l = &z->free_area[o].free_list[kind];
+		if (list_empty(l))
+			continue;
+		struct page *pg = (struct page *)l->next;
+		uint8_t flags = pg->flags;
+		del_free(z, pg, o);
+		pg->flags = flags;
+		expand(z, pg, order, o);
+		pg->order = order;
+		z->pgalloc_zone += 1UL << order;
+		return pg;
+	}
+	return NULL;
+}
+
+/* Resident memory first, then clean, then grow the zone. */
 struct page *__rmqueue(struct zone *z, unsigned order)
 {
 	for (int tries = 0; tries < 2; tries++) {
-		for (unsigned o = order; o < NR_PAGE_ORDERS; o++) {
-			struct list_head *l = &z->free_area[o].free_list;
-			if (list_empty(l))
-				continue;
-			struct page *pg = (struct page *)l->next;
-			uint8_t flags = pg->flags;
-			del_free(z, pg, o);
-			pg->flags = flags;
-			expand(z, pg, order, o);
-			pg->order = order;
-			z->pgalloc_zone += 1UL << order;
+		struct page *pg = __rmqueue_smallest(z, order, FREE_DIRTY);
+		if (!pg)
+			pg = __rmqueue_smallest(z, order, FREE_CLEAN);
+		if (pg)
 			return pg;
-		}
 		if (!zone_grow(z))
 			return NULL;
 	}
@@ -151,9 +170,10 @@ void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t n
 	pg = a->desc + pfn;
 	set_buddy(pg, order, flags, (uint8_t)a->idx);
 	pg->freed_ms = now_ms;
-	/* Hot blocks go to the head; whole 4 MiB blocks to the tail so fragments are reused
-	 * first and large blocks stay whole (the intent of buddy_merge_likely). */
-	add_free(z, pg, order, order == MAX_PAGE_ORDER);
+	/* LIFO: the block just freed is reused first, while its pages are still resident
+	 * and cache-hot; blocks nobody wants stay behind and get purged (growth adds at the
+	 * tail, so untouched memory is used last). */
+	add_free(z, pg, order, false);
 }
 
 int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *list)
@@ -185,6 +205,7 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
 	pg->flags |= PG_DIRTY;
 	zone_lock(z);
 	__free_one_page(z, pg, order, now);
+	__zone_balance_dirty(z);
 	zone_unlock(z);
 }
 
@@ -232,6 +253,7 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages)
 	pg->flags |= PG_DIRTY;
 	zone_lock(z);
 	__free_pages_range(z, pg, npages, now);
+	__zone_balance_dirty(z);
 	zone_unlock(z);
 }
 
@@ -294,24 +316,33 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 	return true;
 }
 
+/* Gives a dirty free block's pages back and moves it to the clean list.  Lock held. */
+static size_t purge_block(struct zone *z, struct page *pg, unsigned o)
+{
+	pcpm_os_purge(page_address(pg), PAGE_SIZE << o);
+	list_del(&pg->lru);
+	pg->flags &= ~PG_DIRTY;
+	z->dirty_pages -= 1UL << o;
+	list_add_tail(&pg->lru, &z->free_area[o].free_list[FREE_CLEAN]);
+	return PAGE_SIZE << o;
+}
+
 size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
 {
-	unsigned done = 0;
 	uint64_t now = pcpm_now_ms();
 	size_t bytes = 0;
+	unsigned done = 0;
 	zone_lock(z);
 	z->purge_runs++;
 	for (int o = MAX_PAGE_ORDER; o >= 0; o--) {
-		struct list_head *h = &z->free_area[o].free_list;
-		for (struct list_head *e = h->next; e != h; e = e->next) {
+		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
+		/* from the tail: the lists are LIFO, so the oldest blocks come first */
+		for (struct list_head *e = h->prev, *prev; e != h; e = prev) {
+			prev = e->prev;
 			struct page *pg = (struct page *)e;
-			if (!(pg->flags & PG_DIRTY))
-				continue;
 			if (age_ms && now - pg->freed_ms < age_ms)
-				continue;
-			pcpm_os_purge(page_address(pg), PAGE_SIZE << o);
-			pg->flags &= ~PG_DIRTY;
-			bytes += PAGE_SIZE << o;
+				break; /* everything nearer the head was freed later */
+			bytes += purge_block(z, pg, (unsigned)o);
 			if (max_blocks && ++done >= max_blocks)
 				goto out;
 		}
@@ -332,4 +363,22 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 	/* 256 madvise calls bound one pass to well under a millisecond of zone-lock hold;
 	 * what is left waits for the next period */
 	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms, 256);
+}
+
+void __zone_balance_dirty(struct zone *z)
+{
+	size_t in_use = z->managed_pages - z->free_pages;
+	size_t high = MAX(((size_t)pcpm_cfg.dirty_min_mb << 20) >> PAGE_SHIFT,
+			  in_use * (size_t)pcpm_cfg.dirty_pct / 100);
+	if (likely(z->dirty_pages <= high))
+		return;
+	size_t target = high / 2, bytes = 0;
+	/* coldest first: the largest blocks, from the tail */
+	for (int o = MAX_PAGE_ORDER; o >= 0 && z->dirty_pages > target; o--) {
+		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
+		while (!list_empty(h) && z->dirty_pages > target)
+			bytes += purge_block(z, (struct page *)h->prev, (unsigned)o);
+	}
+	z->purge_runs++;
+	z->purged_bytes += bytes;
 }

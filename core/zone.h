@@ -16,9 +16,16 @@
 #define MAX_PAGE_ORDER 10 /* 4 MiB blocks */
 #define NR_PAGE_ORDERS (MAX_PAGE_ORDER + 1)
 
+/*
+ * Free blocks of one order, on two lists by residency (PG_DIRTY): allocation takes resident
+ * ("dirty") blocks first, as jemalloc reuses dirty extents before clean ones, so freed memory
+ * is reused while its pages are still mapped and memory the kernel took back (or never gave)
+ * is touched last.  The kernel keeps one list per migratetype here; we key by residency.
+ */
+enum { FREE_CLEAN = 0, FREE_DIRTY = 1 };
 struct free_area {
-	struct list_head free_list;
-	size_t nr_free; /* blocks on the list */
+	struct list_head free_list[2]; /* [FREE_CLEAN], [FREE_DIRTY]; LIFO */
+	size_t nr_free;		       /* blocks on both lists */
 };
 
 struct zone {
@@ -27,6 +34,7 @@ struct zone {
 	struct arena *arena;	/* arena being grown */
 	size_t managed_pages;	/* pages committed into this zone */
 	size_t free_pages;	/* pages on the free lists */
+	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	_Atomic uint64_t last_purge_ms;
 	/* counters, under lock */
 	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
@@ -79,6 +87,14 @@ void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t
  */
 size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks);
 void zone_maybe_purge(struct zone *z, uint64_t now_ms);
+
+/*
+ * The dirty watermark: free-but-resident pages may not exceed max(PCPMALLOC_DIRTY_MIN_MB,
+ * PCPMALLOC_DIRTY_PCT % of the pages in use); past it, the coldest dirty free blocks are
+ * purged down to half the mark, like kswapd reclaiming from the low to the high watermark.
+ * Bounds RSS when fragmentation keeps freed memory from being reused.  Lock held.
+ */
+void __zone_balance_dirty(struct zone *z);
 
 static inline int ilog2_ceil(size_t n)
 {

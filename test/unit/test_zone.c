@@ -34,14 +34,16 @@ static void mark(struct page *pg, size_t n, int v)
 
 static void check_invariants(struct zone *z)
 {
-	size_t free_pages = 0;
+	size_t free_pages = 0, dirty = 0;
 	struct arena *a = &pcpm_arena0;
 	size_t limit = atomic_load(&a->committed) >> PAGE_SHIFT;
 	for (unsigned o = 0; o < NR_PAGE_ORDERS; o++) {
 		size_t n = 0;
-		struct list_head *h = &z->free_area[o].free_list;
+		for (int kind = 0; kind < 2; kind++) {
+		struct list_head *h = &z->free_area[o].free_list[kind];
 		for (struct list_head *e = h->next; e != h; e = e->next, n++) {
 			struct page *pg = (struct page *)e;
+			CHECK_EQ(pg->flags & PG_DIRTY, kind); /* on the list of its residency */
 			size_t pfn = page_pfn(pg);
 			CHECK_EQ(pg->state, PG_BUDDY);
 			CHECK_EQ(pg->order, o);
@@ -56,10 +58,14 @@ static void check_invariants(struct zone *z)
 				}
 			}
 			free_pages += 1UL << o;
+			if (kind)
+				dirty += 1UL << o;
+		}
 		}
 		CHECK_EQ(n, z->free_area[o].nr_free);
 	}
 	CHECK_EQ(free_pages, z->free_pages);
+	CHECK_EQ(dirty, z->dirty_pages);
 	CHECK_EQ(free_pages + live_pages, z->managed_pages);
 }
 
