@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "topology.h"
+#include "vmstat.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@ void pcpm_init(void)
 		pcpm_pcp_init();
 		pcpm_slab_init();
 		pcpm_tcache_init();
+		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);
@@ -280,6 +282,7 @@ void *pcpm_malloc_slow(size_t n)
 {
 	pcpm_init();
 	tcache_ensure();
+	pcpm_vmstat_maybe_start();
 	void *p;
 	if (n <= SLAB_MAX_SIZE) {
 		p = tcache_alloc_slow(size_to_class(n));
@@ -591,6 +594,7 @@ void pcpm_fork_child(void)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	tcache_fork_child();
+	pcpm_vmstat_fork_child();
 	pcpm_arena_reset_locks();
 	pcpm_lock_reset(&huge_lock);
 	pcpm_lock_reset(&pcpm_zone.lock);

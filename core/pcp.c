@@ -7,6 +7,7 @@
 #include "pcp.h"
 #include "config.h"
 #include "topology.h"
+#include "vmstat.h"
 
 #include <sched.h>
 #include <stddef.h>
@@ -169,8 +170,9 @@ static void free_pcppages_bulk(struct per_cpu_pages *pcp, int count, unsigned pi
 			__free_one_page(z, pg, p, now);
 		} while (count > 0 && !list_empty(&pcp->lists[p]));
 	}
-	__zone_balance_dirty(z);
 	zone_unlock(z);
+	zone_balance_dirty(z);
+	pcpm_vmstat_kick();
 }
 
 /* Drains in chunks of batch pages, one zone-lock hold each ([new] mainline behaviour). */

@@ -77,6 +77,7 @@ static inline void cache_lock(struct kmem_cache *s)
 {
 	if (pcpm_lock(&s->lock))
 		s->lock_contended++;
+	s->lock_count++;
 }
 
 /* A new slab from the pcp, every page pointing at the head; NULL when out of memory. */
@@ -246,6 +247,7 @@ void slab_stats_add(struct pcpm_stats *st)
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		st->slab_alloc += pcpm_caches[c].slab_alloc;
 		st->slab_free += pcpm_caches[c].slab_free;
+		st->slab_lock += pcpm_caches[c].lock_count;
 		st->slab_lock_contended += pcpm_caches[c].lock_contended;
 	}
 }

@@ -32,7 +32,7 @@ struct kmem_cache {
 	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
 	struct list_head partial;
 	/* counters, under lock */
-	uint64_t nr_slabs, slab_alloc, slab_free, lock_contended;
+	uint64_t nr_slabs, slab_alloc, slab_free, lock_count, lock_contended;
 } __attribute__((aligned(64)));
 
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];

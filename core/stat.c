@@ -9,6 +9,7 @@
 #include "topology.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,15 @@ size_t pcpm_stats_json(char *buf, size_t len)
 	for (int i = 0; i < NR_PAGE_ORDERS; i++)
 		put(&o, "%s%zu", i ? ", " : "", pcpm_zone.free_area[i].nr_free);
 	put(&o, "]");
+	/* lock contention as the kernel posts report it: contended acquisitions over all
+	 * acquisitions, and time spent waiting over the process's CPU time */
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu_ns = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+			(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+	put(&o, ", \"zone_lock_contended_pct\": %.3f, \"zone_lock_wait_pct\": %.3f, \"cpu_time_ns\": %.0f",
+	    s.zone_lock ? 100.0 * (double)s.zone_lock_contended / (double)s.zone_lock : 0.0,
+	    cpu_ns > 0 ? 100.0 * (double)s.zone_lock_wait_ns / cpu_ns : 0.0, cpu_ns);
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = &pcpm_pcp[i];

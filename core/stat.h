@@ -33,6 +33,7 @@
 	X(tcache_refills)	/* thread-cache refills from the slab layer */                    \
 	X(slab_alloc)		/* slabs created */                                                \
 	X(slab_free)		/* empty slabs given back to the pcp */                            \
+	X(slab_lock)		/* kmem_cache lock acquisitions */                                 \
 	X(slab_lock_contended)	/* kmem_cache lock acquisitions that waited */                    \
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \

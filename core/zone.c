@@ -3,6 +3,7 @@
  */
 #include "zone.h"
 #include "config.h"
+#include "vmstat.h"
 
 struct zone pcpm_zone;
 
@@ -205,8 +206,9 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
 	pg->flags |= PG_DIRTY;
 	zone_lock(z);
 	__free_one_page(z, pg, order, now);
-	__zone_balance_dirty(z);
 	zone_unlock(z);
+	zone_balance_dirty(z);
+	pcpm_vmstat_kick();
 }
 
 void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms)
@@ -253,8 +255,9 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages)
 	pg->flags |= PG_DIRTY;
 	zone_lock(z);
 	__free_pages_range(z, pg, npages, now);
-	__zone_balance_dirty(z);
 	zone_unlock(z);
+	zone_balance_dirty(z);
+	pcpm_vmstat_kick();
 }
 
 /* Finds the free block containing pfn: buddy blocks are aligned, so at most 11 probes. */
@@ -316,15 +319,55 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 	return true;
 }
 
-/* Gives a dirty free block's pages back and moves it to the clean list.  Lock held. */
-static size_t purge_block(struct zone *z, struct page *pg, unsigned o)
+/*
+ * Purging isolates dirty blocks under the zone lock (off the free lists, like the kernel's
+ * MIGRATE_ISOLATE), drops the lock for the madvise calls, and frees the blocks back clean,
+ * so other CPUs never wait behind a system call.
+ */
+#define PURGE_BATCH 32
+
+struct isolated {
+	struct page *pg[PURGE_BATCH];
+	unsigned order[PURGE_BATCH];
+	unsigned n;
+};
+
+/* Takes up to PURGE_BATCH dirty blocks, coldest first (largest orders, list tails), that
+ * are at least age_ms old, until dirty_pages <= target.  Lock held. */
+static void __isolate_dirty(struct zone *z, struct isolated *iso, uint64_t age_ms, uint64_t now,
+			    size_t target)
 {
-	pcpm_os_purge(page_address(pg), PAGE_SIZE << o);
-	list_del(&pg->lru);
-	pg->flags &= ~PG_DIRTY;
-	z->dirty_pages -= 1UL << o;
-	list_add_tail(&pg->lru, &z->free_area[o].free_list[FREE_CLEAN]);
-	return PAGE_SIZE << o;
+	iso->n = 0;
+	for (int o = MAX_PAGE_ORDER; o >= 0; o--) {
+		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
+		while (!list_empty(h) && iso->n < PURGE_BATCH && z->dirty_pages > target) {
+			struct page *pg = (struct page *)h->prev;
+			if (age_ms && now - pg->freed_ms < age_ms)
+				break; /* the rest of this list was freed later */
+			del_free(z, pg, (unsigned)o);
+			iso->pg[iso->n] = pg;
+			iso->order[iso->n++] = (unsigned)o;
+		}
+	}
+}
+
+/* madvise the isolated blocks (no lock), then free them back clean. */
+static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now)
+{
+	size_t bytes = 0;
+	for (unsigned i = 0; i < iso->n; i++) {
+		pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i]);
+		iso->pg[i]->flags &= ~PG_DIRTY;
+		bytes += PAGE_SIZE << iso->order[i];
+	}
+	zone_lock(z);
+	for (unsigned i = 0; i < iso->n; i++) {
+		z->pgfree_zone -= 1UL << iso->order[i]; /* not a free by the program */
+		__free_one_page(z, iso->pg[i], iso->order[i], now);
+	}
+	z->purged_bytes += bytes;
+	zone_unlock(z);
+	return bytes;
 }
 
 size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
@@ -332,24 +375,20 @@ size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
 	uint64_t now = pcpm_now_ms();
 	size_t bytes = 0;
 	unsigned done = 0;
+	struct isolated iso;
 	zone_lock(z);
 	z->purge_runs++;
-	for (int o = MAX_PAGE_ORDER; o >= 0; o--) {
-		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
-		/* from the tail: the lists are LIFO, so the oldest blocks come first */
-		for (struct list_head *e = h->prev, *prev; e != h; e = prev) {
-			prev = e->prev;
-			struct page *pg = (struct page *)e;
-			if (age_ms && now - pg->freed_ms < age_ms)
-				break; /* everything nearer the head was freed later */
-			bytes += purge_block(z, pg, (unsigned)o);
-			if (max_blocks && ++done >= max_blocks)
-				goto out;
-		}
+	for (;;) {
+		__isolate_dirty(z, &iso, age_ms, now, 0);
+		zone_unlock(z);
+		if (!iso.n)
+			break;
+		bytes += purge_isolated(z, &iso, now);
+		done += iso.n;
+		if (max_blocks && done >= max_blocks)
+			break;
+		zone_lock(z);
 	}
-out:
-	z->purged_bytes += bytes;
-	zone_unlock(z);
 	return bytes;
 }
 
@@ -365,20 +404,34 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms, 256);
 }
 
-void __zone_balance_dirty(struct zone *z)
+static inline size_t dirty_high(struct zone *z)
 {
 	size_t in_use = z->managed_pages - z->free_pages;
-	size_t high = MAX(((size_t)pcpm_cfg.dirty_min_mb << 20) >> PAGE_SHIFT,
-			  in_use * (size_t)pcpm_cfg.dirty_pct / 100);
-	if (likely(z->dirty_pages <= high))
+	return MAX(((size_t)pcpm_cfg.dirty_min_mb << 20) >> PAGE_SHIFT,
+		   in_use * (size_t)pcpm_cfg.dirty_pct / 100);
+}
+
+void zone_balance_dirty(struct zone *z)
+{
+	/* racy first look: the common case costs two loads and no lock */
+	if (likely(z->dirty_pages <= dirty_high(z)))
 		return;
-	size_t target = high / 2, bytes = 0;
-	/* coldest first: the largest blocks, from the tail */
-	for (int o = MAX_PAGE_ORDER; o >= 0 && z->dirty_pages > target; o--) {
-		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
-		while (!list_empty(h) && z->dirty_pages > target)
-			bytes += purge_block(z, (struct page *)h->prev, (unsigned)o);
+	uint64_t now = pcpm_now_ms();
+	struct isolated iso;
+	zone_lock(z);
+	size_t target = dirty_high(z) / 2;
+	if (z->dirty_pages > 2 * target)
+		z->purge_runs++;
+	for (;;) {
+		if (z->dirty_pages <= target) {
+			zone_unlock(z);
+			return;
+		}
+		__isolate_dirty(z, &iso, 0, now, target);
+		zone_unlock(z);
+		if (!iso.n)
+			return;
+		purge_isolated(z, &iso, now);
+		zone_lock(z);
 	}
-	z->purge_runs++;
-	z->purged_bytes += bytes;
 }

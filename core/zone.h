@@ -92,9 +92,10 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms);
  * The dirty watermark: free-but-resident pages may not exceed max(PCPMALLOC_DIRTY_MIN_MB,
  * PCPMALLOC_DIRTY_PCT % of the pages in use); past it, the coldest dirty free blocks are
  * purged down to half the mark, like kswapd reclaiming from the low to the high watermark.
- * Bounds RSS when fragmentation keeps freed memory from being reused.  Lock held.
+ * Bounds RSS when fragmentation keeps freed memory from being reused.  Called without the
+ * lock, after a free; the madvise calls run with the lock dropped.
  */
-void __zone_balance_dirty(struct zone *z);
+void zone_balance_dirty(struct zone *z);
 
 static inline int ilog2_ceil(size_t n)
 {

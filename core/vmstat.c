@@ -1,0 +1,86 @@
+/*
+ * vmstat.c - the background decay/purge worker (see vmstat.h; kernel-pcp.md §5.1, §12.5).
+ */
+#define _GNU_SOURCE
+#include "vmstat.h"
+#include "config.h"
+#include "pcp.h"
+#include "topology.h"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+_Atomic int pcpm_vmstat_idle;
+_Atomic int pcpm_vmstat_running;
+int pcpm_vmstat_wanted;
+static pcpm_lock_t start_lock = PCPM_LOCK_INIT;
+
+/* Is there anything to decay (high above high_min, pages above high) or to purge? */
+static bool need_update(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *p = &pcpm_pcp[i];
+		if (p->high > p->high_min || p->count > p->high_min)
+			return true;
+	}
+	return pcpm_zone.dirty_pages != 0;
+}
+
+static void *vmstat_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = { pcpm_cfg.decay_ms / 1000, (long)(pcpm_cfg.decay_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+		pcp_periodic(pcpm_now_ms());
+		if (need_update())
+			continue;
+		/* vmstat_shepherd: nothing left; sleep until a free path kicks us */
+		atomic_store(&pcpm_vmstat_idle, 1);
+		if (!need_update()) /* a kick between the check and the store would be lost */
+			syscall(SYS_futex, (int *)&pcpm_vmstat_idle, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+		atomic_store(&pcpm_vmstat_idle, 0);
+	}
+	return NULL;
+}
+
+void pcpm_vmstat_kick_slow(void)
+{
+	int one = 1;
+	if (atomic_compare_exchange_strong(&pcpm_vmstat_idle, &one, 0))
+		syscall(SYS_futex, (int *)&pcpm_vmstat_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void pcpm_vmstat_start(void)
+{
+	if (!pcpm_vmstat_wanted)
+		return;
+	pcpm_lock(&start_lock);
+	if (!atomic_load(&pcpm_vmstat_running)) {
+		atomic_store(&pcpm_vmstat_running, 1); /* before pthread_create: it allocates */
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 64 << 10);
+		if (pthread_create(&t, &attr, vmstat_worker, NULL) != 0) {
+			pcpm_vmstat_wanted = 0;
+			if (pcpm_cfg.verbose)
+				pcpm_warn("cannot start the decay thread; decay stays lazy");
+		} else {
+			pthread_setname_np(t, "pcpmalloc-decay");
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pcpm_unlock(&start_lock);
+}
+
+void pcpm_vmstat_fork_child(void)
+{
+	pcpm_lock_reset(&start_lock);
+	atomic_store(&pcpm_vmstat_running, 0);
+	atomic_store(&pcpm_vmstat_idle, 0);
+}
