@@ -6,7 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=5
-[ "${1:-}" = "-n" ] && runs=$2
+case "${1:-}" in
+  -n) runs=$2 ;;
+  "") ;;
+  *) echo "usage: bench/demo.sh [-n RUNS]" >&2; exit 2 ;;
+esac
+# Debian's interpreter, not a version-manager shim that would be timed along with it
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null
 lib=$PWD/build/preload/libpcpmalloc.so
@@ -43,15 +50,15 @@ done
 } > "$work/cproj/main.c"
 
 declare -A cmds=(
-  [python3]="python3 $PWD/bench/workloads/pychurn.py 30"
+  [python3]="$py $PWD/bench/workloads/pychurn.py 30"
   [gcc]="gcc -O2 -o $work/cproj/prog $work/cproj/main.c $(ls "$work"/cproj/mod*.c | tr "\n" " ")"
 )
 
 echo "== a real program under pcpmalloc, with its statistics (PCPMALLOC_STATS=1) =="
-LD_PRELOAD=$lib PCPMALLOC_STATS=1 python3 bench/workloads/pychurn.py 5
+LD_PRELOAD=$lib PCPMALLOC_STATS=1 "$py" bench/workloads/pychurn.py 5
 
 echo
-echo "== A/B: median wall time (s) and peak RSS (MiB) over $runs interleaved runs =="
+echo "== A/B: median wall time (s) and the highest peak RSS (MiB) of $runs interleaved runs =="
 tf=$work/time.out
 for w in python3 gcc; do
   for ((r = 0; r < runs; r++)); do

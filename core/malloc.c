@@ -29,6 +29,7 @@ void pcpm_init(void)
 		pcpm_slab_init();
 		pcpm_tcache_init();
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
+		pcpm_stats_init();
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);

@@ -151,11 +151,20 @@ void pcpm_stats_print(void)
 	emit(2, stats_text);
 }
 
+/* A copy of stderr taken at start-up: coreutils and others close fd 2 before exit. */
+static int stderr_copy = -1;
+
+void pcpm_stats_init(void)
+{
+	if (pcpm_cfg.stats != STATS_OFF && !pcpm_cfg.stats_file)
+		stderr_copy = fcntl(2, F_DUPFD_CLOEXEC, 100); /* far from the fds programs expect */
+}
+
 void pcpm_stats_dump_at_exit(void)
 {
 	if (pcpm_cfg.stats == STATS_OFF)
 		return;
-	int fd = 2;
+	int fd = stderr_copy >= 0 && fcntl(stderr_copy, F_GETFD) >= 0 ? stderr_copy : 2;
 	if (pcpm_cfg.stats_file) {
 		char path[4096];
 		size_t k = 0;
@@ -175,6 +184,6 @@ void pcpm_stats_dump_at_exit(void)
 		}
 	}
 	emit(fd, pcpm_cfg.stats == STATS_JSON ? pcpm_stats_json : stats_text);
-	if (fd != 2)
+	if (fd != 2 && fd != stderr_copy)
 		close(fd);
 }

@@ -56,6 +56,9 @@ void pcpm_stats_read(struct pcpm_stats *s);
 /* JSON object (see pcpmalloc.h); returns the length needed, like snprintf. */
 size_t pcpm_stats_json(char *buf, size_t len);
 
+/* Keeps a copy of stderr for the exit dump when PCPMALLOC_STATS asks for one (init). */
+void pcpm_stats_init(void);
+
 /* Text or JSON dump at exit, as PCPMALLOC_STATS / PCPMALLOC_STATS_FILE say. */
 void pcpm_stats_dump_at_exit(void);
 
