@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 
 struct arena pcpm_arena0;
 struct arena *pcpm_arenas[MAX_ARENAS];
@@ -66,9 +67,9 @@ struct page *pcpm_page_of_slow(const void *p)
 	return a->desc + (off >> PAGE_SHIFT);
 }
 
-/* Smallest reservation worth making; below it we are out of address space. */
-#define MIN_RESERVE (64UL << 20)
+/* Smallest reservation: one MAX_PAGE_ORDER block; below it we are out of address space. */
 #define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
+#define MIN_RESERVE ARENA_ALIGN
 
 struct arena *pcpm_arena_create(size_t min_bytes)
 {
@@ -76,6 +77,11 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 	if (n >= MAX_ARENAS)
 		return NULL;
 	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
+	/* Under an address-space limit (ulimit -v) a reservation counts in full although it
+	 * is not committed: reserve an eighth of the limit at a time instead of 64 GiB. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		want = MIN(want, ALIGN_UP((size_t)rl.rlim_cur / 8, ARENA_ALIGN));
 	min_bytes = ALIGN_UP(MAX(min_bytes, MIN_RESERVE), ARENA_ALIGN);
 	want = MAX(want, min_bytes);
 	int e = errno;

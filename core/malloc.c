@@ -209,11 +209,12 @@ static void *large_alloc(size_t size, size_t align)
 	return page_address(pg);
 }
 
-/* A run of 2^k pages is a naturally aligned block: it goes back as one (through the pcp
- * for k <= 3); other lengths (realloc made them) go back as a run. */
+/* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
+ * (through the pcp for k <= 3).  Other runs (realloc resized them) go back page-run-wise;
+ * a run extended in place can have a power-of-two length without that alignment. */
 static void large_free_pages(struct page *pg, size_t np)
 {
-	if (!(np & (np - 1))) {
+	if (!(np & (np - 1)) && !(page_pfn(pg) & (np - 1))) {
 		pcp_free(pg, (unsigned)ilog2_ceil(np));
 		return;
 	}
@@ -471,7 +472,7 @@ static void *aligned_alloc_pow2(size_t align, size_t size)
 
 void *pcpm_memalign(size_t align, size_t size)
 {
-	if (align > ((size_t)1 << 62)) {
+	if (align > SIZE_MAX / 2 + 1) { /* glibc's limit; smaller impossible ones: ENOMEM */
 		errno = EINVAL;
 		return NULL;
 	}
@@ -539,7 +540,11 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	struct zone *z = &pcpm_zone;
-	size_t managed = z->managed_pages << PAGE_SHIFT, freeb = z->free_pages << PAGE_SHIFT;
+	size_t cached = 0; /* pages parked on the pcps are free too */
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		cached += (size_t)pcpm_pcp[i].count;
+	size_t managed = z->managed_pages << PAGE_SHIFT;
+	size_t freeb = MIN((z->free_pages + cached) << PAGE_SHIFT, managed);
 	size_t nfree = 0;
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
 		nfree += z->free_area[o].nr_free;

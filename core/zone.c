@@ -76,10 +76,13 @@ static bool zone_grow(struct zone *z)
 			chunk = 4UL << 20;
 	}
 	if (!first) {
-		struct arena *a = pcpm_arena_create(chunk);
+		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
+		 * where a small one fits */
+		struct arena *a = pcpm_arena_create(4UL << 20);
 		if (!a)
 			return false;
 		z->arena = a;
+		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);
 		if (!first && chunk > (4UL << 20)) {
 			chunk = 4UL << 20;

@@ -111,7 +111,7 @@ EXPORT struct mallinfo2 mallinfo2(void)
 	r.ordblks = m.ordblks;
 	r.hblks = m.hblks;
 	r.hblkhd = m.hblkhd;
-	r.uordblks = m.uordblks + m.hblkhd;
+	r.uordblks = m.uordblks;
 	r.fordblks = m.fordblks;
 	return r;
 }
@@ -136,12 +136,18 @@ EXPORT void malloc_stats(void)
 	pcpm_stats_print();
 }
 
-/* glibc options we accept and ignore (mallopt returns 1 = success as glibc does). */
+/* glibc's options are accepted and ignored (1 = success, as glibc answers for a known
+ * parameter); an unknown parameter gets 0, as from glibc. */
 EXPORT int mallopt(int param, int value)
 {
-	(void)param;
 	(void)value;
-	return 1;
+	switch (param) {
+	case M_MXFAST: case M_TRIM_THRESHOLD: case M_TOP_PAD: case M_MMAP_THRESHOLD:
+	case M_MMAP_MAX: case M_CHECK_ACTION: case M_PERTURB: case M_ARENA_TEST: case M_ARENA_MAX:
+		return 1;
+	default:
+		return 0;
+	}
 }
 
 EXPORT const char *pcpmalloc_version(void)
