@@ -61,10 +61,10 @@ done
 cmd() { # workload threads -> the command line
 	local n=$2 q=$quick
 	case $1 in
-	churn) echo "$build/bench/wl-churn -t $n -n $((q ? 300000 : 3000000))" ;;
-	larson) echo "$build/bench/wl-larson -t $n -n $((q ? 200000 : 1000000))" ;;
-	xthread-small) echo "$build/bench/wl-xthread -p $n -n $((q ? 200000 : 1000000)) -s 16 -S 256" ;;
-	xthread-large) echo "$build/bench/wl-xthread -p $n -n $((q ? 20000 : 100000)) -s 8192 -S 32768" ;;
+	churn) echo "$build/bench/wl-churn -t $n -n $((q ? 300000 : 10000000))" ;;
+	larson) echo "$build/bench/wl-larson -t $n -n $((q ? 200000 : 3000000))" ;;
+	xthread-small) echo "$build/bench/wl-xthread -p $n -n $((q ? 200000 : 3000000)) -s 16 -S 256" ;;
+	xthread-large) echo "$build/bench/wl-xthread -p $n -n $((q ? 20000 : 300000)) -s 8192 -S 32768" ;;
 	burst) echo "$build/bench/wl-burst -t $n -m $((q ? 16 : 64)) -b 2 -i 0" ;;
 	*) echo "scaling.sh: unknown workload $1" >&2; return 1 ;;
 	esac
