@@ -1,10 +1,12 @@
 /* wl-burst - allocation bursts then idle: each of T threads allocates M MiB in blocks of
  * 4-32 KiB (touching every page), frees them all, and the threads idle together; B bursts.
  * Reports the process RSS at the peak of the last burst and after the idle period that
- * follows it (how much memory the allocator gives back). */
+ * follows it (how much memory the allocator gives back).  -P N runs N such processes at
+ * once (forked before any allocation); each prints its own lines. */
 #include "wl.h"
+#include <sys/wait.h>
 
-static long threads = 2, mib = 256, bursts = 4, lo = 4096, hi = 32768, idle_ms = 300;
+static long threads = 2, mib = 256, bursts = 4, lo = 4096, hi = 32768, idle_ms = 300, procs = 1;
 static pthread_barrier_t bar;
 static long rss_peak, rss_idle;
 
@@ -46,14 +48,42 @@ static void *worker(void *p)
 	return NULL;
 }
 
+static int run_one(void);
+
 int main(int argc, char **argv)
 {
 	struct wl_opt o[] = {{'t', "threads", &threads}, {'m', "MiB allocated per thread per burst", &mib},
 			     {'b', "bursts", &bursts}, {'s', "smallest block (bytes)", &lo},
-			     {'S', "largest block (bytes)", &hi}, {'i', "idle time after each burst (ms)", &idle_ms}};
-	wl_parse(argc, argv, "allocation bursts then idle: RSS after free", o, 6);
-	if (threads < 1 || hi < lo || lo < 1 || bursts < 1)
+			     {'S', "largest block (bytes)", &hi}, {'i', "idle time after each burst (ms)", &idle_ms},
+			     {'P', "processes running this at once", &procs}};
+	wl_parse(argc, argv, "allocation bursts then idle: RSS after free", o, 7);
+	if (threads < 1 || hi < lo || lo < 1 || bursts < 1 || procs < 1)
 		return fprintf(stderr, "bad options\n"), 2;
+	fflush(stdout);
+	for (long p = 1; p < procs; p++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			return perror("fork"), 1;
+		if (pid == 0) {
+			procs = 1; /* a child runs one instance */
+			break;
+		}
+	}
+	if (procs > 1) { /* the parent runs one instance too, then waits for the others */
+		int rc = run_one();
+		fflush(stdout);
+		for (long p = 1; p < procs; p++) {
+			int st;
+			if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+				rc = 1;
+		}
+		return rc;
+	}
+	return run_one();
+}
+
+static int run_one(void)
+{
 	pthread_barrier_init(&bar, NULL, threads);
 	pthread_t t[threads];
 	struct arg a[threads];
