@@ -33,6 +33,11 @@ run f3 -n 1 -a glibc -- /nonexistent/prog
 [ "$(rc f3)" = 1 ] || fail "missing command: exit $(rc f3), want 1"
 has f3.err "command not found: /nonexistent/prog" "missing command" && ok "missing command"
 
+# ... and one that hangs, with --timeout
+run f4 -n 1 -a glibc --timeout 1 -- sleep 30
+[ "$(rc f4)" = 1 ] || fail "hanging command: exit $(rc f4), want 1"
+has f4.err "under glibc (warm-up run): timed out after 1 s" "timeout" && ok "timeout"
+
 # 2. a missing allocator is reported and skipped; the others run
 run m -n 2 -a glibc -a foo=/nonexistent.so -a nosuchalloc -a pcpmalloc -- true
 [ "$(rc m)" = 0 ] || fail "missing allocator: exit $(rc m), want 0"
