@@ -1,0 +1,59 @@
+/* wl-churn - thread-local churn of small objects: each thread keeps a working set of slots
+ * and replaces a random one per operation (free, then malloc of a new random size), writing
+ * into every new block.  Nothing crosses threads. */
+#include "wl.h"
+
+static long threads = 2, ops = 4000000, slots = 1000, lo = 16, hi = 512;
+
+struct arg {
+	long id;
+	unsigned long long check;
+};
+
+static void *worker(void *p)
+{
+	struct arg *a = p;
+	uint64_t s = wl_seed(a->id);
+	unsigned char **slot = calloc(slots, sizeof *slot);
+	unsigned long long check = 0;
+	for (long i = 0; i < ops; i++) {
+		long k = wl_rand(&s) % slots;
+		if (slot[k]) {
+			check += slot[k][0];
+			free(slot[k]);
+		}
+		size_t n = wl_size(&s, lo, hi);
+		slot[k] = wl_xmalloc(n);
+		memset(slot[k], (int)(n & 0xff), n < 64 ? n : 64);
+		check += n;
+	}
+	for (long k = 0; k < slots; k++)
+		free(slot[k]);
+	free(slot);
+	a->check = check;
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct wl_opt o[] = {{'t', "threads", &threads}, {'n', "operations per thread", &ops},
+			     {'k', "working-set slots per thread", &slots},
+			     {'s', "smallest size (bytes)", &lo}, {'S', "largest size (bytes)", &hi}};
+	wl_parse(argc, argv, "thread-local churn of small objects", o, 5);
+	if (threads < 1 || slots < 1 || hi < lo || lo < 1)
+		return fprintf(stderr, "bad options\n"), 2;
+	pthread_t t[threads];
+	struct arg a[threads];
+	memset(a, 0, sizeof a);
+	for (long i = 0; i < threads; i++)
+		a[i].id = i;
+	double t0 = wl_now();
+	wl_start_threads(t, threads, worker, a, sizeof a[0]);
+	wl_join_threads(t, threads);
+	double dt = wl_now() - t0;
+	unsigned long long check = 0;
+	for (long i = 0; i < threads; i++)
+		check = check * 31 + a[i].check;
+	wl_report("churn", (unsigned long long)threads * ops, check, dt);
+	return 0;
+}
