@@ -237,6 +237,7 @@ void pcp_periodic(uint64_t now)
 		pcpm_unlock(&pcp->lock);
 	}
 	zone_maybe_purge(&pcpm_zone, now);
+	pcpm_topology_tick();
 }
 
 /* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */

@@ -34,7 +34,8 @@ static uint64_t start_ms;
  * PCPM_TOPO_AGE_MS.  A refill moves at least batch (63) pages, 252 KiB, so 64 refills mean
  * 16 MiB or more went through the pcps: a process that busy runs for tens of milliseconds at
  * least, and the few milliseconds of hwloc are a small share of it.  /bin/true, `sh -c :`
- * or a small compiler run do a handful of refills and never load hwloc.
+ * or a small compiler run do a handful of refills and never load hwloc.  A process that did
+ * its refills faster than that is caught by the periodic work (pcpm_topology_tick).
  */
 #define PCPM_TOPO_REFILLS 64
 #define PCPM_TOPO_AGE_MS 50
@@ -92,6 +93,14 @@ void pcpm_topology_note_refill(void)
 		return;
 	unsigned long n = atomic_fetch_add_explicit(&nr_refills, 1, memory_order_relaxed) + 1;
 	if (n >= PCPM_TOPO_REFILLS && pcpm_now_ms() - start_ms >= PCPM_TOPO_AGE_MS)
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
+}
+
+void pcpm_topology_tick(void)
+{
+	if (!atomic_load_explicit(&claimed, memory_order_relaxed) &&
+	    atomic_load_explicit(&nr_refills, memory_order_relaxed) >= PCPM_TOPO_REFILLS &&
+	    pcpm_now_ms() - start_ms >= PCPM_TOPO_AGE_MS)
 		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
 }
 

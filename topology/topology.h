@@ -44,6 +44,8 @@ void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c);
 
 /* Called on every pcp refill (slow path): counts them and marks discovery due. */
 void pcpm_topology_note_refill(void);
+/* From the periodic work: marks discovery due when the refills were done early. */
+void pcpm_topology_tick(void);
 
 /* From the malloc slow path, no lock held: runs hwloc discovery once when it is due. */
 extern int pcpm_topology_due;
