@@ -124,6 +124,7 @@ static void failed(const char *why, const char *detail)
 static void discover(void)
 {
 	const char *lib = pcpm_cfg.topology_lib ? pcpm_cfg.topology_lib : "libhwloc.so.15";
+	uint64_t t0 = pcpm_now_ns();
 	void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
 	if (!h) {
 		failed("cannot load hwloc", dlerror());
@@ -149,7 +150,6 @@ static void discover(void)
 	}
 	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
 	const char *why = NULL;
-	uint64_t t0 = pcpm_now_ns();
 	int npu = pcpm_hwloc_walk(&f, pcpm_cfg.topology_xml,
 				  pcpm_cfg.topology_xml ? NULL : pcpm_cfg.topology_synthetic, tmp,
 				  pcpm_nr_cpus, &why);
@@ -165,7 +165,7 @@ static void discover(void)
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
 		const struct per_cpu_pages *p = &pcpm_pcp[0];
-		pcpm_warn("topology: hwloc found %d CPUs in %llu us; cpu 0: L2 %zu KiB / %d, LLC %zu "
+		pcpm_warn("topology: hwloc found %d CPUs in %llu us (dlopen included); cpu 0: L2 %zu KiB / %d, LLC %zu "
 			  "KiB / %d (slice %zu KiB): batch %d, high_min %d, high_max %d, "
 			  "free_high_batch %s",
 			  npu, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
