@@ -95,8 +95,9 @@ int main(int argc, char **argv)
 	if (json)
 		printf("{\"cpus\": [");
 	else
-		printf("%4s %4s %5s %4s %10s %11s %10s %5s %8s %8s %s\n", "cpu", "pkg", "core", "node",
-		       "l2", "llc", "slice", "batch", "high_min", "high_max", "free_high_batch");
+		printf("%4s %4s %5s %4s %12s %14s %10s %5s %8s %8s %s\n", "cpu", "pkg", "core", "node",
+		       "l2/sharing", "llc/sharing", "slice", "batch", "high_min", "high_max",
+		       "free_high_batch");
 	for (int i = 0; i < n; i++) {
 		if (!seen[i])
 			continue;
@@ -115,9 +116,10 @@ int main(int argc, char **argv)
 			       c->llc_bytes, c->slice_bytes, o.batch, o.high_min, o.high_max,
 			       o.free_high_batch ? "true" : "false");
 		else
-			printf("%4d %4d %5d %4d %7zuKiB %5zuKiB/%-3d %7zuKiB %5d %8d %8d %s\n", i,
-			       c->package, c->core, c->node, c->l2_bytes >> 10, c->llc_bytes >> 10,
-			       c->llc_shared, c->slice_bytes >> 10, o.batch, o.high_min, o.high_max,
+			printf("%4d %4d %5d %4d %7zuKiB/%-2d %8zuKiB/%-3d %7zuKiB %5d %8d %8d %s\n", i,
+			       c->package, c->core, c->node, c->l2_bytes >> 10, c->l2_shared,
+			       c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10, o.batch,
+			       o.high_min, o.high_max,
 			       o.free_high_batch ? "yes" : "no");
 		shown++;
 		packages = c->package + 1 > packages ? c->package + 1 : packages;
