@@ -111,8 +111,11 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 		r->a = a;
 		r->base = base;
 		r->len = want;
+		a->region = r;
 		pcpm_arenas[n] = a;
-		pcpm_map_set(base, want, r);
+		/* The map learns the arena's granules as they are committed (pcpm_arena_grow):
+		 * publishing a 64 GiB reservation at once writes 128 KiB of map, 32 page faults
+		 * in every process; uncommitted addresses are foreign either way. */
 		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
 		errno = e;
 		return a;
@@ -139,6 +142,7 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
+	pcpm_map_set(a->base + c, len, a->region);
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);
 	return first;
 }

@@ -72,6 +72,18 @@ static const struct tunable table[] = {
 	  "zone growth step (MiB; rounded up to a multiple of 4)" },
 	{ "PCPMALLOC_CPU_SOURCE", T_ENUM, I(cpu_source), 0, 0, 2, "rseq|getcpu|tid",
 	  "how the current CPU is found (rseq cpu_id, sched_getcpu, thread-id hash)" },
+	{ "PCPMALLOC_CACHE_SLICE", T_INT, I(cache_slice), AUTO, 4096, 1 << 30, NULL,
+	  "LLC slice in bytes for every CPU, instead of the topology's (sizes high_max and the flag)" },
+	{ "PCPMALLOC_HIGH_POLICY", T_ENUM, I(high_policy), 0, 0, 1, "cache|heap",
+	  "high_min/high_max from the cache slice, or from the committed heap (kernel-pcp.md 12.4)" },
+	{ "PCPMALLOC_TOPOLOGY", T_ENUM, I(topology), 0, 0, 2, "lazy|now|off",
+	  "hwloc discovery: after 64 pcp refills and 50 ms, as soon as possible, or never" },
+	{ "PCPMALLOC_TOPOLOGY_XML", T_STR, NULL, &pcpm_cfg.topology_xml, 0, 0, 0, NULL,
+	  "hwloc XML file: size the pcps for that machine instead of this one" },
+	{ "PCPMALLOC_TOPOLOGY_SYNTHETIC", T_STR, NULL, &pcpm_cfg.topology_synthetic, 0, 0, 0, NULL,
+	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine" },
+	{ "PCPMALLOC_TOPOLOGY_LIB", T_STR, NULL, &pcpm_cfg.topology_lib, 0, 0, 0, NULL,
+	  "the hwloc library to dlopen (default libhwloc.so.15)" },
 };
 #define NTUNABLES (sizeof(table) / sizeof(table[0]))
 

@@ -41,6 +41,12 @@ struct pcpm_config {
 	int arena_reserve_gb;	/* PCPMALLOC_ARENA_RESERVE_GB: VA reserved per arena */
 	int arena_chunk_mb;	/* PCPMALLOC_ARENA_CHUNK_MB: zone growth step */
 	int cpu_source;		/* PCPMALLOC_CPU_SOURCE: rseq | getcpu | tid */
+	int cache_slice;	/* PCPMALLOC_CACHE_SLICE: bytes for every CPU, AUTO = topology */
+	int high_policy;	/* PCPMALLOC_HIGH_POLICY: cache | heap (HIGH_POLICY_*) */
+	int topology;		/* PCPMALLOC_TOPOLOGY: lazy | now | off */
+	const char *topology_xml;	/* PCPMALLOC_TOPOLOGY_XML: hwloc XML file of a fake machine */
+	const char *topology_synthetic; /* PCPMALLOC_TOPOLOGY_SYNTHETIC: hwloc synthetic description */
+	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
 };
 
 extern struct pcpm_config pcpm_cfg;

@@ -297,6 +297,8 @@ void *pcpm_malloc_slow(size_t n)
 	}
 	if (unlikely(!p))
 		errno = ENOMEM;
+	else
+		pcpm_topology_maybe_discover();
 	return p;
 }
 

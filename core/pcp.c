@@ -8,6 +8,7 @@
 #include "config.h"
 #include "topology.h"
 #include "vmstat.h"
+#include "sizing.h"
 
 #include <sched.h>
 #include <stddef.h>
@@ -52,18 +53,37 @@ unsigned pcp_cpu(void)
 	return (tid_slot >> 8) % n;
 }
 
-/* zone_batchsize(): ~0.025% of the zone capped at 256 KiB, rounded to 2^n - 1 so that two
- * tasks refilling alternately do not alias on the same cache colours. */
-static int zone_batchsize(size_t managed_pages)
+/* The sizes of one CPU's pcp: topology/sizing.c's formula on its cache share (kernel-pcp.md
+ * "pcpmalloc's choices"), with the PCPMALLOC_* overrides.  The batch formula sees at least
+ * 1 GiB (the floor of §12.4) so that a young, small heap does not end up with batch == 1:
+ * min(262144 >> 12, 64) = 64 -> 63 pages.  (§12.4 says 256 MiB, but that gives 15.) */
+static void size_cpu(int cpu, struct pcpm_size_out *out)
 {
-	size_t b = MIN(managed_pages >> 12, (256UL << 10) / PAGE_SIZE);
-	if (b <= 1)
-		return 1;
-	b = b + b / 2;
-	size_t p = 1;
-	while (p * 2 <= b)
-		p *= 2;
-	return (int)(p - 1);
+	const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(cpu);
+	struct pcpm_size_in in = {
+		.l2_share_bytes = cc->l2_share_bytes,
+		.slice_bytes = pcpm_cfg.cache_slice != AUTO ? (size_t)pcpm_cfg.cache_slice : cc->slice_bytes,
+		.heap_pages = pcpm_zone.managed_pages,
+		.split = cc->node_cpus,
+		.policy = pcpm_cfg.high_policy,
+		.batch = pcpm_cfg.batch,
+		.high_min = pcpm_cfg.high_min,
+		.high_max = pcpm_cfg.high_max,
+		.free_high_batch = pcpm_cfg.free_high_batch,
+		.slice_factor = pcpm_cfg.slice_factor,
+	};
+	pcpm_size_pcp(&in, out);
+}
+
+static void set_sizes(struct per_cpu_pages *pcp, const struct pcpm_size_out *sz)
+{
+	pcp->batch = sz->batch;
+	pcp->high_min = sz->high_min;
+	pcp->high_max = sz->high_max;
+	if (sz->free_high_batch)
+		pcp->flags |= PCPF_FREE_HIGH_BATCH;
+	else
+		pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
 }
 
 void pcpm_pcp_init(void)
@@ -72,27 +92,13 @@ void pcpm_pcp_init(void)
 	pcpm_pcp = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages));
 	if (!pcpm_pcp)
 		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
-	/* The batch formula sees at least 1 GiB (the floor of kernel-pcp.md §12.4) so that a
-	 * young, small heap does not end up with batch == 1.  1 GiB is where the formula
-	 * reaches its 256 KiB cap: min(262144 >> 12, 64) = 64 -> 63 pages.  (§12.4 says 256 MiB,
-	 * but 256 MiB gives min(16, 64) = 16 -> 15.) */
-	int batch = pcpm_cfg.batch != AUTO ? pcpm_cfg.batch : zone_batchsize((1UL << 30) >> PAGE_SHIFT);
 	uint64_t now = pcpm_now_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct per_cpu_pages *pcp = &pcpm_pcp[i];
-		const struct pcpm_cpu_cache *cc = pcpm_cpu_cache((int)i);
-		pcp->batch = batch;
-		/* high_min = 4 * batch (the kernel's floor for both bounds) */
-		pcp->high_min = pcpm_cfg.high_min != AUTO ? pcpm_cfg.high_min : 4 * batch;
-		/* high_max = the pages of the CPU's cache share: its L2 plus its LLC slice */
-		int slice_pages = (int)((cc->l2_bytes + cc->slice_bytes) >> PAGE_SHIFT);
-		pcp->high_max = pcpm_cfg.high_max != AUTO ? pcpm_cfg.high_max : MAX(slice_pages, 4 * batch);
-		if (pcp->high_max < pcp->high_min)
-			pcp->high_max = pcp->high_min;
+		struct pcpm_size_out sz;
+		size_cpu((int)i, &sz);
+		set_sizes(pcp, &sz);
 		pcp->high = pcp->high_min;
-		bool big_slice = (cc->slice_bytes >> PAGE_SHIFT) > (size_t)pcpm_cfg.slice_factor * batch;
-		if (pcpm_cfg.free_high_batch == 1 || (pcpm_cfg.free_high_batch == AUTO && big_slice))
-			pcp->flags |= PCPF_FREE_HIGH_BATCH;
 		pcp->last_decay_ms = now;
 		for (int o = 0; o < NR_PCP_LISTS; o++)
 			list_init(&pcp->lists[o]);
@@ -100,7 +106,7 @@ void pcpm_pcp_init(void)
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(0);
 		pcpm_warn("%d CPU slots, L2 %zu KiB, LLC %zu KiB shared by %d (slice %zu KiB): "
-			  "batch %d, high_min %d, high_max %d pages, free_high_batch %s",
+			  "batch %d, high_min %d, high_max %d pages, free_high_batch %s (provisional)",
 			  pcpm_nr_cpus, cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared,
 			  cc->slice_bytes >> 10, pcpm_pcp[0].batch, pcpm_pcp[0].high_min,
 			  pcpm_pcp[0].high_max, (pcpm_pcp[0].flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
@@ -108,6 +114,20 @@ void pcpm_pcp_init(void)
 	if (pcpm_cfg.cpu_source == CPU_RSEQ && &__rseq_size && &__rseq_offset && __rseq_size >= 8) {
 		rseq_cpu_off = __rseq_offset + 4;
 		use_rseq = true;
+	}
+}
+
+/* pageset_update(): new sizes for every pcp, each written under its lock; high itself is
+ * pulled into [high_min, high_max] by the next clamp_high().  Takes no other lock. */
+void pcpm_pcp_resize(void)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *pcp = &pcpm_pcp[i];
+		struct pcpm_size_out sz;
+		size_cpu(i, &sz);
+		pcpm_lock(&pcp->lock);
+		set_sizes(pcp, &sz);
+		pcpm_unlock(&pcp->lock);
 	}
 }
 
@@ -219,6 +239,7 @@ void pcp_periodic(uint64_t now)
 		pcpm_unlock(&pcp->lock);
 	}
 	zone_maybe_purge(&pcpm_zone, now);
+	pcpm_topology_tick();
 }
 
 /* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */
@@ -251,6 +272,7 @@ struct page *pcp_alloc(unsigned order)
 		int n = nr_pcp_alloc(pcp, order);
 		int got = rmqueue_bulk(z, order, n, list);
 		pcp->refills++;
+		pcpm_topology_note_refill();
 		pcp->refill_pages += (uint64_t)got << order;
 		pcp->count += got << order;
 		slow = true;

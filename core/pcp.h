@@ -47,6 +47,10 @@ extern struct per_cpu_pages *pcpm_pcp;
 /* Sizes the pcps from the topology and allocates them; once, at init. */
 void pcpm_pcp_init(void);
 
+/* pageset_update() for every CPU: recompute the sizes from the topology (after discovery).
+ * Takes each pcp lock in turn; call with no allocator lock held. */
+void pcpm_pcp_resize(void);
+
 /* The current CPU's slot (0 .. pcpm_nr_cpus-1). */
 unsigned pcp_cpu(void);
 

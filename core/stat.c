@@ -81,14 +81,20 @@ size_t pcpm_stats_json(char *buf, size_t len)
 	put(&o, ", \"zone_lock_contended_pct\": %.3f, \"zone_lock_wait_pct\": %.3f, \"cpu_time_ns\": %.0f",
 	    s.zone_lock ? 100.0 * (double)s.zone_lock_contended / (double)s.zone_lock : 0.0,
 	    cpu_ns > 0 ? 100.0 * (double)s.zone_lock_wait_ns / cpu_ns : 0.0, cpu_ns);
+	put(&o, ", \"topology\": \"%s\"",
+	    pcpm_topology_state > 0 ? "hwloc" : pcpm_topology_state < 0 ? "failed" : "provisional");
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = &pcpm_pcp[i];
+		const struct pcpm_cpu_cache *c = pcpm_cpu_cache(i);
 		put(&o,
-		    "%s{\"cpu\": %d, \"count\": %d, \"high\": %d, \"batch\": %d, \"high_min\": %d, "
+		    "%s{\"cpu\": %d, \"package\": %d, \"core\": %d, \"node\": %d, "
+		    "\"l2_bytes\": %zu, \"llc_bytes\": %zu, \"slice_bytes\": %zu, "
+		    "\"count\": %d, \"high\": %d, \"batch\": %d, \"high_min\": %d, "
 		    "\"high_max\": %d, \"free_count\": %d, \"alloc_factor\": %d, \"count_min\": %d, "
 		    "\"free_high_batch\": %s}",
-		    i ? ", " : "", i, p->count, p->high, p->batch, p->high_min, p->high_max,
+		    i ? ", " : "", i, c->package, c->core, c->node, c->l2_bytes, c->llc_bytes,
+		    c->slice_bytes, p->count, p->high, p->batch, p->high_min, p->high_max,
 		    p->free_count, p->alloc_factor, p->count_min,
 		    (p->flags & PCPF_FREE_HIGH_BATCH) ? "true" : "false");
 	}

@@ -1,17 +1,50 @@
 /*
- * topology.c - provisional cache sizes from sysconf (see topology.h).  glibc answers the
- * _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without allocating.
+ * topology.c - provisional cache sizes from sysconf, then lazy hwloc discovery (see
+ * topology.h).  glibc answers the _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without
+ * allocating; hwloc is dlopen'ed only when discovery runs, so a short-lived process never
+ * maps it.
  */
 #define _GNU_SOURCE
 #include "topology.h"
+#include "arena.h"
+#include "config.h"
+#include "hwtopo.h"
 #include "os.h"
+#include "pcp.h"
 
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
 #include <sched.h>
+#include <string.h>
 #include <unistd.h>
 
 int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
+int pcpm_topology_state;
+int pcpm_topology_due;
 static struct pcpm_cpu_cache provisional;
+static struct pcpm_cpu_cache *cpus; /* pcpm_nr_cpus entries once init has run */
+static _Atomic int claimed;
+static _Atomic unsigned long nr_refills;
+static uint64_t start_ms;
+
+/*
+ * Discovery starts once the process has done PCPM_TOPO_REFILLS pcp refills and lived
+ * PCPM_TOPO_AGE_MS.  A refill moves at least batch (63) pages, 252 KiB, so 64 refills mean
+ * 16 MiB or more went through the pcps: a process that busy runs for tens of milliseconds at
+ * least, and the few milliseconds of hwloc are a small share of it.  /bin/true, `sh -c :`
+ * or a small compiler run do a handful of refills and never load hwloc.  A process that did
+ * its refills faster than that is caught by the periodic work (pcpm_topology_tick).
+ */
+#define PCPM_TOPO_REFILLS 64
+#define PCPM_TOPO_AGE_MS 50
+
+/* ld.so's debugger interface: r_state is RT_CONSISTENT unless a dlopen/dlclose is changing
+ * the link map; discovery (itself a dlopen) waits for that.  Weak: resolved from ld.so. */
+extern struct r_debug _r_debug __attribute__((weak));
+
+enum { TOPO_LAZY = 0, TOPO_NOW = 1, TOPO_OFF = 2 };
 
 void pcpm_topology_init(void)
 {
@@ -21,18 +54,142 @@ void pcpm_topology_init(void)
 		pcpm_nr_online = CPU_COUNT(&set);
 	else
 		pcpm_nr_online = pcpm_nr_cpus;
+	/* A fake machine gets a pcp slot per CPU of its own, so that its sizes can be seen. */
+	int fake = pcpm_fake_cpu_count(pcpm_cfg.topology_xml, pcpm_cfg.topology_synthetic);
+	if (fake > pcpm_nr_cpus)
+		pcpm_nr_cpus = fake;
 	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+	provisional.package = provisional.core = provisional.node = -1;
 	provisional.l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
+	provisional.l2_shared = 1;
 	/* Without L3 the L2 is the last level (and is private). */
 	provisional.llc_bytes = l3 > 0 ? (size_t)l3 : provisional.l2_bytes;
+	provisional.llc_level = l3 > 0 ? 3 : 2;
 	/* sysconf cannot tell who shares the LLC: assume every online CPU (one package). */
 	provisional.llc_shared = l3 > 0 ? pcpm_nr_online : 1;
-	provisional.slice_bytes = provisional.llc_bytes / (size_t)provisional.llc_shared;
+	provisional.node_cpus = pcpm_nr_online;
+	pcpm_cpu_cache_derive(&provisional);
+	cpus = pcpm_meta_alloc((size_t)pcpm_nr_cpus * sizeof(*cpus));
+	if (cpus)
+		for (int i = 0; i < pcpm_nr_cpus; i++)
+			cpus[i] = provisional;
+	start_ms = pcpm_now_ms();
+	if (pcpm_cfg.topology == TOPO_OFF)
+		atomic_store(&claimed, 1);
+	else if (pcpm_cfg.topology == TOPO_NOW)
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
 }
 
 const struct pcpm_cpu_cache *pcpm_cpu_cache(int cpu)
 {
-	(void)cpu;
-	return &provisional;
+	return cpus && cpu >= 0 && cpu < pcpm_nr_cpus ? &cpus[cpu] : &provisional;
+}
+
+void pcpm_topology_note_refill(void)
+{
+	if (atomic_load_explicit(&claimed, memory_order_relaxed) ||
+	    __atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED))
+		return;
+	unsigned long n = atomic_fetch_add_explicit(&nr_refills, 1, memory_order_relaxed) + 1;
+	if (n >= PCPM_TOPO_REFILLS && pcpm_now_ms() - start_ms >= PCPM_TOPO_AGE_MS)
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
+}
+
+void pcpm_topology_tick(void)
+{
+	if (!atomic_load_explicit(&claimed, memory_order_relaxed) &&
+	    atomic_load_explicit(&nr_refills, memory_order_relaxed) >= PCPM_TOPO_REFILLS &&
+	    pcpm_now_ms() - start_ms >= PCPM_TOPO_AGE_MS)
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
+}
+
+static void failed(const char *why, const char *detail)
+{
+	pcpm_topology_state = -1;
+	if (pcpm_cfg.verbose)
+		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
+			  detail ? ": " : "", detail ? detail : "");
+}
+
+#define LOAD(field, name)                                          \
+	do {                                                       \
+		*(void **)&f.field = dlsym(h, name);               \
+		if (!f.field) {                                    \
+			failed("libhwloc lacks " name, NULL);      \
+			return;                                    \
+		}                                                  \
+	} while (0)
+
+static void discover(void)
+{
+	const char *lib = pcpm_cfg.topology_lib ? pcpm_cfg.topology_lib : "libhwloc.so.15";
+	uint64_t t0 = pcpm_now_ns();
+	void *h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+	if (!h) {
+		failed("cannot load hwloc", dlerror());
+		return;
+	}
+	struct pcpm_hwloc_fns f;
+	LOAD(get_api_version, "hwloc_get_api_version");
+	LOAD(topology_init, "hwloc_topology_init");
+	LOAD(topology_set_xml, "hwloc_topology_set_xml");
+	LOAD(topology_set_synthetic, "hwloc_topology_set_synthetic");
+	LOAD(topology_load, "hwloc_topology_load");
+	LOAD(topology_destroy, "hwloc_topology_destroy");
+	LOAD(get_type_depth, "hwloc_get_type_depth");
+	LOAD(get_nbobjs_by_depth, "hwloc_get_nbobjs_by_depth");
+	LOAD(get_obj_by_depth, "hwloc_get_obj_by_depth");
+	LOAD(bitmap_weight, "hwloc_bitmap_weight");
+	LOAD(bitmap_isset, "hwloc_bitmap_isset");
+	size_t len = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), PAGE_SIZE);
+	struct pcpm_cpu_cache *tmp = pcpm_os_map(len, PAGE_SIZE);
+	if (!tmp || !cpus) {
+		failed("out of memory", NULL);
+		return;
+	}
+	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	const char *why = NULL;
+	int npu = pcpm_hwloc_walk(&f, pcpm_cfg.topology_xml,
+				  pcpm_cfg.topology_xml ? NULL : pcpm_cfg.topology_synthetic, tmp,
+				  pcpm_nr_cpus, &why);
+	if (npu < 0) {
+		failed(why, NULL);
+		pcpm_os_unmap(tmp, len);
+		return;
+	}
+	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	pcpm_os_unmap(tmp, len);
+	pcpm_topology_state = 1;
+	pcpm_pcp_resize();
+	if (pcpm_cfg.verbose) {
+		const struct pcpm_cpu_cache *c = &cpus[0];
+		const struct per_cpu_pages *p = &pcpm_pcp[0];
+		pcpm_warn("topology: hwloc found %d CPUs in %llu us (dlopen included); cpu 0: L2 %zu KiB / %d, LLC %zu "
+			  "KiB / %d (slice %zu KiB): batch %d, high_min %d, high_max %d, "
+			  "free_high_batch %s",
+			  npu, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
+			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10,
+			  p->batch, p->high_min, p->high_max,
+			  (p->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
+	}
+}
+
+void pcpm_topology_discover(void)
+{
+	if (!__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED))
+		return;
+	int z = 0;
+	if (!atomic_compare_exchange_strong(&claimed, &z, 1))
+		return;
+	/* Not while the dynamic loader is changing the link map (malloc called from ld.so). */
+	if (&_r_debug && _r_debug.r_state != RT_CONSISTENT) {
+		atomic_store(&claimed, 0);
+		return;
+	}
+	/* From here on the hwloc calls that allocate re-enter malloc, which finds due == 0. */
+	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
+	int e = errno;
+	discover();
+	errno = e;
 }

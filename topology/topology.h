@@ -1,30 +1,72 @@
 /*
  * topology.h - CPUs and their cache slices, which size every pcp (kernel-pcp.md §6, and
- * "pcpmalloc's choices": high_max = the pages of the CPU's L2 + LLC slice).
+ * "pcpmalloc's choices": high_max = the pages of the CPU's L2 share + LLC slice).
  *
- * This is the provisional source: sysconf(_SC_LEVEL2_CACHE_SIZE / _SC_LEVEL3_CACHE_SIZE)
- * and the CPU count, cheap enough for process start.  hwloc discovery refines it later.
- * Thread-safety: pcpm_topology_init() runs once during allocator init; the rest is read-only.
+ * Two sources.  At start, provisional values from sysconf(_SC_LEVEL2_CACHE_SIZE /
+ * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
+ * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), hwloc is dlopen'ed and
+ * the real topology replaces them (pcpm_topology_maybe_discover, from the malloc slow path,
+ * with no allocator lock held).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake machine.
+ * Thread-safety: pcpm_topology_init() runs once during allocator init; discovery runs once
+ * (an atomic claim) and publishes each CPU's entry before the pcps are resized.
  */
 #ifndef PCPM_TOPOLOGY_H
 #define PCPM_TOPOLOGY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct pcpm_cpu_cache {
-	size_t l2_bytes;    /* this CPU's L2 (bytes) */
-	size_t llc_bytes;   /* its last-level data/unified cache (bytes) */
-	int llc_shared;	    /* CPUs sharing that LLC */
-	size_t slice_bytes; /* per_cpu_data_slice_size: llc_bytes / llc_shared */
+	int package, core, node; /* logical indexes; -1 when unknown */
+	size_t l2_bytes;	 /* this CPU's L2 (bytes; 0 when none) */
+	int l2_shared;		 /* CPUs sharing that L2 */
+	size_t llc_bytes;	 /* its last-level data/unified cache (bytes) */
+	int llc_shared;		 /* CPUs sharing that LLC */
+	int llc_level;		 /* 2, 3, ... */
+	size_t slice_bytes;	 /* per_cpu_data_slice_size: llc_bytes / llc_shared */
+	size_t l2_share_bytes;	 /* l2_bytes / l2_shared, or 0 when the L2 is the LLC */
+	int node_cpus;		 /* CPUs on its NUMA node */
 };
 
 /* Possible CPUs (pcp slots) and the CPUs this process may run on. */
 extern int pcpm_nr_cpus;
 extern int pcpm_nr_online;
+/* 0 provisional, 1 discovered with hwloc, -1 discovery failed or off. */
+extern int pcpm_topology_state;
 
 void pcpm_topology_init(void);
 
-/* Cache of one CPU (cpu < pcpm_nr_cpus); provisional values are the same for every CPU. */
+/* Cache of one CPU (cpu < pcpm_nr_cpus). */
 const struct pcpm_cpu_cache *pcpm_cpu_cache(int cpu);
+
+/* Fills in l2_share_bytes and slice_bytes from the sizes and sharing counts. */
+void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c);
+
+/* Called on every pcp refill (slow path): counts them and marks discovery due. */
+void pcpm_topology_note_refill(void);
+/* From the periodic work: marks discovery due when the refills were done early. */
+void pcpm_topology_tick(void);
+
+/* From the malloc slow path, no lock held: runs hwloc discovery once when it is due. */
+extern int pcpm_topology_due;
+void pcpm_topology_discover(void);
+static inline void pcpm_topology_maybe_discover(void)
+{
+	if (__builtin_expect(__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED), 0))
+		pcpm_topology_discover();
+}
+
+/*
+ * hwloc walk shared by the library (functions from dlsym) and the tool (linked): fills
+ * cpus[0..ncpus) by PU os_index, returns the number of PUs found or -1 with *why set.
+ * src_xml / src_synthetic select a fake machine (NULL: this machine).
+ */
+struct pcpm_hwloc_fns;
+int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const char *src_synthetic,
+		    struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
+
+/* CPUs of a fake machine without loading hwloc: product of a synthetic description's
+ * arities, or the PU objects of an XML file; 0 when unknown. */
+int pcpm_fake_cpu_count(const char *xml, const char *synthetic);
 
 #endif

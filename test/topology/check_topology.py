@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""check_topology.py TOOL LIBPCPMALLOC TOPO_WORK SRCDIR
+
+The tool (pcpmalloc-topology --json) and the library (LD_PRELOAD, PCPMALLOC_TOPOLOGY=now,
+PCPMALLOC_STATS=json) on fake machines, against per-CPU values worked out by hand from
+kernel-pcp.md ("pcpmalloc's choices", section 6); the arithmetic is in test_sizing.c and
+repeated in short below.  4 KiB pages; batch 63, high_min 4*63 = 252, flag when
+slice pages > 3*63 = 189.  Then this machine (tool == library), hwloc missing, a bad
+description, and lazy discovery (a busy process loads hwloc, a short one does not).
+"""
+import json, os, subprocess, sys, tempfile
+
+tool, lib, work, srcdir = sys.argv[1:5]
+FIELDS = ("package", "core", "node", "l2_bytes", "llc_bytes", "slice_bytes", "batch",
+          "high_min", "high_max", "free_high_batch")
+failures = 0
+
+
+def fail(msg):
+    global failures
+    failures += 1
+    print("FAIL:", msg)
+
+
+def cpu(pkg, core, node, l2, llc, slice_, hmax, fhb, hmin=252, batch=63):
+    return dict(package=pkg, core=core, node=node, l2_bytes=l2, llc_bytes=llc,
+                slice_bytes=slice_, batch=batch, high_min=hmin, high_max=hmax,
+                free_high_batch=fhb)
+
+
+def run_tool(src, env_extra=None):
+    args = [tool, "--json"] + (["--xml", src[1]] if src[0] == "xml" else ["--synthetic", src[1]])
+    env = dict(os.environ, **(env_extra or {}))
+    out = subprocess.run(args, env=env, check=True, capture_output=True, text=True).stdout
+    return {c["cpu"]: c for c in json.loads(out)["cpus"]}
+
+
+def run_lib(src, env_extra=None, mode="small"):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "st.json")
+        env = dict(os.environ, LD_PRELOAD=lib, PCPMALLOC_STATS="json", PCPMALLOC_STATS_FILE=path,
+                   PCPMALLOC_TOPOLOGY="now")
+        if src and src[0] == "xml":
+            env["PCPMALLOC_TOPOLOGY_XML"] = src[1]
+        elif src:
+            env["PCPMALLOC_TOPOLOGY_SYNTHETIC"] = src[1]
+        env.update(env_extra or {})
+        p = subprocess.run([work, mode], env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            fail("%s: exit %d: %s" % (src, p.returncode, p.stderr))
+            return None, p.stderr
+        return json.load(open(path)), p.stderr
+
+
+def compare(name, got, expect, ncpus):
+    if len(got) != ncpus:
+        fail("%s: %d CPUs, expected %d" % (name, len(got), ncpus))
+    for i in range(ncpus):
+        e, g = expect(i), got.get(i)
+        if g is None:
+            fail("%s: cpu %d missing" % (name, i))
+            continue
+        bad = [f for f in FIELDS if g.get(f) != e[f]]
+        if bad:
+            fail("%s: cpu %d: %s" % (name, i, ", ".join("%s %s != %s" % (f, g.get(f), e[f]) for f in bad)))
+            return
+
+
+def case(name, src, ncpus, expect, env_extra=None):
+    compare(name + " (tool)", run_tool(src, env_extra), expect, ncpus)
+    st, _ = run_lib(src, env_extra)
+    if st is None:
+        return
+    if st.get("topology") != "hwloc":
+        fail("%s (library): topology %s" % (name, st.get("topology")))
+    compare(name + " (library)", {c["cpu"]: c for c in st["cpus"]}, expect, ncpus)
+    print("ok:", name)
+
+
+MiB = 1 << 20
+
+# This machine, captured with lstopo --of xml: 2 cores, L2 1 MiB each, L3 32 MiB for both.
+# slice 32 MiB / 2 = 16 MiB = 4096 pages; + L2 256 pages = 4352.
+case("this machine (xml)", ("xml", os.path.join(srcdir, "thismachine.xml")), 2,
+     lambda i: cpu(0, i, 0, MiB, 32 * MiB, 16 * MiB, 4352, True))
+
+# 224 CPUs: 2 packages x 56 cores x 2 threads, L2 2 MiB per core, L3 105 MiB per package.
+# slice 110100480 / 112 = 983040 B = 240 pages; L2 share 2 MiB / 2 = 256 pages; 496; 240 > 189.
+S224 = "pack:2 numa:1 l3:1(size=110100480) l2:56(size=2097152) core:1 pu:2"
+case("224-CPU server", ("synthetic", S224), 224,
+     lambda i: cpu(i // 112, i // 2, i // 112, 2 * MiB, 110100480, 983040, 496, True))
+# heap policy there: high_min max(1286 / 112, 252) = 252, high_max 262144 / 8 / 112 = 292.
+case("224-CPU server, heap policy", ("synthetic", S224), 224,
+     lambda i: cpu(i // 112, i // 2, i // 112, 2 * MiB, 110100480, 983040, 292, True),
+     {"PCPMALLOC_HIGH_POLICY": "heap"})
+# PCPMALLOC_CACHE_SLICE=524288: 128 slice pages; high_max 256 + 128 = 384; 128 <= 189: off.
+case("224-CPU server, CACHE_SLICE=512KiB", ("synthetic", S224), 224,
+     lambda i: cpu(i // 112, i // 2, i // 112, 2 * MiB, 110100480, 983040, 384, False),
+     {"PCPMALLOC_CACHE_SLICE": "524288"})
+
+# 128 CPUs: 2 packages x 8 CCDs x 4 cores x 2 threads, 32 MiB L3 per CCD, 512 KiB L2.
+# slice 32 MiB / 8 = 4 MiB = 1024 pages; L2 share 256 KiB = 64 pages; 1088.
+case("128-CPU server", ("synthetic", "pack:2 numa:1 l3:8(size=33554432) l2:4(size=524288) core:1 pu:2"),
+     128, lambda i: cpu(i // 64, i // 2, i // 64, 512 << 10, 32 * MiB, 4 * MiB, 1088, True))
+
+# Two L2 sizes: cores 0-3 1.25 MiB, cores 4-7 2 MiB, 2 threads each, 30 MiB L3 for 16.
+# slice 31457280 / 16 = 1966080 B = 480 pages; + 160 = 640, or + 256 = 736.
+case("two L2 sizes (xml)", ("xml", os.path.join(srcdir, "hybrid_l2.xml")), 16,
+     lambda i: cpu(0, i // 2, 0, 1310720 if i < 8 else 2 * MiB, 31457280, 1966080,
+                   640 if i < 8 else 736, True))
+
+# No L3: one 1 MiB L2 for 4 cores is the LLC: slice 256 KiB = 64 pages, no L2 share on
+# top; high_max max(64, 252) = 252; 64 <= 189: off.
+case("no L3", ("synthetic", "pack:1 numa:1 l2:1(size=1048576) core:4 pu:1"), 4,
+     lambda i: cpu(0, i, 0, MiB, MiB, 256 << 10, 252, False))
+
+# 2 NUMA nodes (one per package), 8 cores each, 1 MiB L2, 16 MiB L3: slice 2 MiB = 512
+# pages; + 256 = 768; heap policy: 262144 / 8 / 8 = 4096.
+S2N = "pack:2 numa:1 l3:1(size=16777216) l2:8(size=1048576) core:1 pu:1"
+case("2 NUMA nodes", ("synthetic", S2N), 16,
+     lambda i: cpu(i // 8, i, i // 8, MiB, 16 * MiB, 2 * MiB, 768, True))
+case("2 NUMA nodes, heap policy", ("synthetic", S2N), 16,
+     lambda i: cpu(i // 8, i, i // 8, MiB, 16 * MiB, 2 * MiB, 4096, True),
+     {"PCPMALLOC_HIGH_POLICY": "heap"})
+
+# This machine, live: the library's values are the tool's.
+out = subprocess.run([tool, "--json"], check=True, capture_output=True, text=True).stdout
+live = {c["cpu"]: c for c in json.loads(out)["cpus"]}
+st, _ = run_lib(None)
+if st:
+    got = {c["cpu"]: c for c in st["cpus"]}
+    for i, c in live.items():
+        if i in got and any(got[i][f] != c[f] for f in FIELDS):
+            fail("this machine: cpu %d: library %s, tool %s" % (i, {f: got[i][f] for f in FIELDS}, c))
+            break
+    else:
+        print("ok: this machine (live, library == tool)")
+
+# hwloc missing: one warning, provisional sizes kept, no crash.
+off, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "off"})
+st, err = run_lib(None, {"PCPMALLOC_TOPOLOGY_LIB": "/nonexistent/libhwloc.so.15", "PCPMALLOC_VERBOSE": "1"})
+if st and off:
+    lines = [l for l in err.splitlines() if "topology:" in l]
+    if len(lines) != 1 or "keeping the provisional" not in lines[0]:
+        fail("hwloc missing: warnings %r" % lines)
+    if st["topology"] != "failed" or off["topology"] != "provisional":
+        fail("hwloc missing: topology %s / off %s" % (st["topology"], off["topology"]))
+    if [[c[f] for f in FIELDS] for c in st["cpus"]] != [[c[f] for f in FIELDS] for c in off["cpus"]]:
+        fail("hwloc missing: sizes differ from the provisional ones")
+    else:
+        print("ok: hwloc missing")
+st, err = run_lib(("synthetic", "pack:2 garbage:x"), {"PCPMALLOC_VERBOSE": "1"})
+if st and (st["topology"] != "failed" or sum("topology:" in l for l in err.splitlines()) != 1):
+    fail("bad synthetic description: topology %s, stderr %r" % (st["topology"], err))
+elif st:
+    print("ok: bad synthetic description")
+
+# Lazy: a short process stays provisional; a busy one (32 MiB in order-3 runs per round,
+# high_max 300 so that every round refills) passes 64 refills and 50 ms and loads hwloc.
+st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "small")
+if st and st["topology"] != "provisional":
+    fail("lazy, short process: topology %s" % st["topology"])
+st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy", "PCPMALLOC_HIGH_MAX": "300"}, "busy")
+if st and st["topology"] != "hwloc":
+    fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
+elif st:
+    print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills)" % st["refills"])
+
+print("%d failures" % failures)
+sys.exit(1 if failures else 0)

@@ -1,0 +1,84 @@
+/*
+ * cpuinfo.c - the parts of topology.h that need neither hwloc nor the allocator: the slice
+ * arithmetic of one CPU and counting the CPUs of a fake machine (shared by the library and
+ * the tool).  Nothing here allocates.
+ */
+#include "topology.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c)
+{
+	if (c->llc_shared < 1)
+		c->llc_shared = 1;
+	if (c->l2_shared < 1)
+		c->l2_shared = 1;
+	/* §6: per_cpu_data_slice_size = LLC size / CPUs sharing it (threads count as CPUs) */
+	c->slice_bytes = c->llc_bytes / (size_t)c->llc_shared;
+	/* plus the CPU's share of its L2, unless the L2 is the LLC (then it is the slice) */
+	c->l2_share_bytes = c->llc_level > 2 ? c->l2_bytes / (size_t)c->l2_shared : 0;
+}
+
+/* "pack:2 numa:1 l3:1(size=...) l2:56(size=...) core:1 pu:2": the product of the arities;
+ * attributes in parentheses and memory attachments in brackets are skipped. */
+static int synthetic_count(const char *s)
+{
+	long n = 1;
+	int levels = 0, depth = 0;
+	for (const char *p = s; *p; p++) {
+		if (*p == '(' || *p == '[') {
+			depth++;
+		} else if (*p == ')' || *p == ']') {
+			depth--;
+		} else if (*p == ':' && depth == 0 && p[1] >= '0' && p[1] <= '9') {
+			long a = 0;
+			while (p[1] >= '0' && p[1] <= '9')
+				a = a * 10 + (*++p - '0');
+			if (a <= 0 || a > 1L << 20)
+				return 0;
+			n *= a;
+			levels++;
+			if (n > 1L << 20)
+				return 0;
+		}
+	}
+	return levels ? (int)n : 0;
+}
+
+/* PU objects of an XML topology: occurrences of type="PU", read in pieces (no malloc). */
+static int xml_count(const char *path)
+{
+	static const char pat[] = "type=\"PU\"";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	int n = 0;
+	size_t st = 0;
+	ssize_t r;
+	while ((r = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < r; i++) {
+			/* 't' occurs in the pattern only at its start, so a mismatch restarts there */
+			if (buf[i] == pat[st])
+				st++;
+			else
+				st = buf[i] == pat[0];
+			if (st == sizeof(pat) - 1) {
+				n++;
+				st = 0;
+			}
+		}
+	}
+	close(fd);
+	return n;
+}
+
+int pcpm_fake_cpu_count(const char *xml, const char *synthetic)
+{
+	if (xml)
+		return xml_count(xml);
+	if (synthetic)
+		return synthetic_count(synthetic);
+	return 0;
+}

@@ -1,0 +1,27 @@
+/*
+ * hwtopo.h - the hwloc entry points the topology walk uses, as a table of function pointers:
+ * the library fills it with dlsym() on a dlopen'ed libhwloc.so.15 (so it never links hwloc),
+ * the tool pcpmalloc-topology with the linked functions.  Only exported functions are used
+ * (no inline helpers from hwloc's headers), and the object fields read are those of the
+ * hwloc 2.x ABI (libhwloc.so.15).
+ */
+#ifndef PCPM_HWTOPO_H
+#define PCPM_HWTOPO_H
+
+#include <hwloc.h>
+
+struct pcpm_hwloc_fns {
+	unsigned (*get_api_version)(void);
+	int (*topology_init)(hwloc_topology_t *);
+	int (*topology_set_xml)(hwloc_topology_t, const char *);
+	int (*topology_set_synthetic)(hwloc_topology_t, const char *);
+	int (*topology_load)(hwloc_topology_t);
+	void (*topology_destroy)(hwloc_topology_t);
+	int (*get_type_depth)(hwloc_topology_t, hwloc_obj_type_t);
+	unsigned (*get_nbobjs_by_depth)(hwloc_topology_t, int);
+	hwloc_obj_t (*get_obj_by_depth)(hwloc_topology_t, int, unsigned);
+	int (*bitmap_weight)(hwloc_const_bitmap_t);
+	int (*bitmap_isset)(hwloc_const_bitmap_t, unsigned);
+};
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * pcpmalloc-topology - prints, for this machine or a described one, every CPU's place
+ * (package, core, NUMA node), its caches and the pcp sizes pcpmalloc gives it.
+ *
+ *   pcpmalloc-topology [--xml FILE | --synthetic "DESC"] [--json]
+ *
+ * The same walk (hwtopo.c) and the same formula (sizing.c) as the library; the PCPMALLOC_
+ * variables that change the sizing (BATCH, HIGH_MIN, HIGH_MAX, CACHE_SLICE, HIGH_POLICY,
+ * FREE_HIGH_BATCH, SLICE_FACTOR) are honoured as the library does.
+ */
+#define _GNU_SOURCE
+#include "hwtopo.h"
+#include "sizing.h"
+#include "topology.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int env_int(const char *name, int deflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v || strcmp(v, "auto") == 0)
+		return deflt;
+	char *end;
+	long x = strtol(v, &end, 0);
+	return *end ? deflt : (int)x;
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr, "usage: %s [--xml FILE | --synthetic DESC] [--json]\n", argv0);
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	const char *xml = NULL, *synth = NULL;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--xml") == 0 && i + 1 < argc)
+			xml = argv[++i];
+		else if (strcmp(argv[i], "--synthetic") == 0 && i + 1 < argc)
+			synth = argv[++i];
+		else if (strcmp(argv[i], "--json") == 0)
+			json = 1;
+		else
+			usage(argv[0]);
+	}
+	const struct pcpm_hwloc_fns f = {
+		hwloc_get_api_version, hwloc_topology_init,	 hwloc_topology_set_xml,
+		hwloc_topology_set_synthetic, hwloc_topology_load, hwloc_topology_destroy,
+		hwloc_get_type_depth,	    hwloc_get_nbobjs_by_depth, hwloc_get_obj_by_depth,
+		hwloc_bitmap_weight,	    hwloc_bitmap_isset,
+	};
+	/* Room for every PU os_index: a fake machine's count, else the configured CPUs. */
+	int n = pcpm_fake_cpu_count(xml, synth);
+	long conf = sysconf(_SC_NPROCESSORS_CONF);
+	if (n < conf)
+		n = (int)conf;
+	if (n < 1)
+		n = 1;
+	n *= 2; /* os_index may have holes */
+	struct pcpm_cpu_cache *cpus = calloc((size_t)n, sizeof(*cpus));
+	char *seen = calloc((size_t)n, 1);
+	for (int i = 0; i < n; i++)
+		cpus[i].llc_bytes = (size_t)-1; /* marks "no PU here" */
+	const char *why = NULL;
+	int npu = pcpm_hwloc_walk(&f, xml, xml ? NULL : synth, cpus, n, &why);
+	if (npu < 0) {
+		fprintf(stderr, "pcpmalloc-topology: %s\n", why);
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		seen[i] = cpus[i].llc_bytes != (size_t)-1;
+
+	int policy = HIGH_POLICY_CACHE;
+	const char *pol = getenv("PCPMALLOC_HIGH_POLICY");
+	if (pol && strcmp(pol, "heap") == 0)
+		policy = HIGH_POLICY_HEAP;
+	int slice_override = env_int("PCPMALLOC_CACHE_SLICE", -1);
+	struct pcpm_size_in in = {
+		.heap_pages = PCPM_SIZING_FLOOR_PAGES,
+		.policy = policy,
+		.batch = env_int("PCPMALLOC_BATCH", -1),
+		.high_min = env_int("PCPMALLOC_HIGH_MIN", -1),
+		.high_max = env_int("PCPMALLOC_HIGH_MAX", -1),
+		.free_high_batch = env_int("PCPMALLOC_FREE_HIGH_BATCH", -1),
+		.slice_factor = env_int("PCPMALLOC_SLICE_FACTOR", 3),
+	};
+
+	int packages = 0, nodes = 0, cores = 0, fhb = 0, shown = 0;
+	long hmax_lo = -1, hmax_hi = -1;
+	if (json)
+		printf("{\"cpus\": [");
+	else
+		printf("%4s %4s %5s %4s %12s %14s %10s %5s %8s %8s %s\n", "cpu", "pkg", "core", "node",
+		       "l2/sharing", "llc/sharing", "slice", "batch", "high_min", "high_max",
+		       "free_high_batch");
+	for (int i = 0; i < n; i++) {
+		if (!seen[i])
+			continue;
+		struct pcpm_cpu_cache *c = &cpus[i];
+		in.l2_share_bytes = c->l2_share_bytes;
+		in.slice_bytes = slice_override > 0 ? (size_t)slice_override : c->slice_bytes;
+		in.split = c->node_cpus;
+		struct pcpm_size_out o;
+		pcpm_size_pcp(&in, &o);
+		if (json)
+			printf("%s\n  {\"cpu\": %d, \"package\": %d, \"core\": %d, \"node\": %d, "
+			       "\"l2_bytes\": %zu, \"llc_bytes\": %zu, \"slice_bytes\": %zu, "
+			       "\"batch\": %d, \"high_min\": %d, \"high_max\": %d, "
+			       "\"free_high_batch\": %s}",
+			       shown ? "," : "", i, c->package, c->core, c->node, c->l2_bytes,
+			       c->llc_bytes, c->slice_bytes, o.batch, o.high_min, o.high_max,
+			       o.free_high_batch ? "true" : "false");
+		else
+			printf("%4d %4d %5d %4d %7zuKiB/%-2d %8zuKiB/%-3d %7zuKiB %5d %8d %8d %s\n", i,
+			       c->package, c->core, c->node, c->l2_bytes >> 10, c->l2_shared,
+			       c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10, o.batch,
+			       o.high_min, o.high_max,
+			       o.free_high_batch ? "yes" : "no");
+		shown++;
+		packages = c->package + 1 > packages ? c->package + 1 : packages;
+		nodes = c->node + 1 > nodes ? c->node + 1 : nodes;
+		cores = c->core + 1 > cores ? c->core + 1 : cores;
+		fhb += o.free_high_batch;
+		if (hmax_lo < 0 || o.high_max < hmax_lo)
+			hmax_lo = o.high_max;
+		if (o.high_max > hmax_hi)
+			hmax_hi = o.high_max;
+	}
+	if (json) {
+		printf("\n], \"summary\": {\"cpus\": %d, \"cores\": %d, \"packages\": %d, \"nodes\": %d, "
+		       "\"high_max_min\": %ld, \"high_max_max\": %ld, \"free_high_batch_cpus\": %d}}\n",
+		       shown, cores, packages, nodes, hmax_lo, hmax_hi, fhb);
+	} else {
+		printf("%d CPUs, %d cores, %d packages, %d NUMA nodes; high_max %ld..%ld pages "
+		       "(%.1f..%.1f MiB); free_high_batch on %d of %d CPUs; policy %s\n",
+		       shown, cores, packages, nodes, hmax_lo, hmax_hi, hmax_lo * 4096.0 / 1048576,
+		       hmax_hi * 4096.0 / 1048576, fhb, shown, policy ? "heap" : "cache");
+	}
+	free(cpus);
+	free(seen);
+	return 0;
+}
