@@ -114,6 +114,8 @@ struct region {
 	char *base;	 /* HUGE: user pointer (start of the mapping) */
 	size_t len;	 /* HUGE: bytes mapped */
 	struct arena *a; /* ARENA: the arena */
+	uint64_t freed_ms; /* HUGE, cached: when it was freed */
+	int dirty;	   /* HUGE: pages may be resident and non-zero */
 	struct region *next_free;
 };
 

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+static void huge_cache_decay(uint64_t now);
+
 static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
 static _Atomic int init_done;
 
@@ -29,6 +31,7 @@ void pcpm_init(void)
 		pcpm_slab_init();
 		pcpm_tcache_init();
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
+		pcpm_periodic_hook = huge_cache_decay;
 		pcpm_stats_init();
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
@@ -53,16 +56,36 @@ static inline void count_malloc(void)
 /* ---- huge: mappings of their own, registered in the radix map ----------------------- */
 
 #define HUGE_ALIGN (4UL << 20) /* one granule per mapping start: no two share a granule */
-#define HUGE_CACHE_SLOTS 4
-#define HUGE_CACHE_MAX (32UL << 20)
+#define HUGE_CACHE_SLOTS 8
+#define HUGE_CACHE_MAX (64UL << 20)	  /* larger mappings are unmapped at once */
+#define HUGE_CACHE_BYTES (128UL << 20) /* resident bytes the cache may hold */
 
+/*
+ * Freed mappings stay mapped and resident in a small cache (as glibc's heap keeps blocks up
+ * to its dynamic mmap threshold), so a program that frees and allocates big blocks reuses
+ * them without page faults; a larger cached mapping is shrunk in place with mremap.  The
+ * periodic purge gives cached pages back once they stayed unused for PCPMALLOC_DECAY_MS.
+ */
 static pcpm_lock_t huge_lock = PCPM_LOCK_INIT;
 static struct region *huge_cache[HUGE_CACHE_SLOTS];
+static size_t huge_cached_bytes; /* resident bytes in the cache, under huge_lock */
 static _Atomic size_t huge_bytes, huge_count;
 static _Atomic uint64_t huge_allocs, huge_hits;
 
 enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
 #define huge_state(r) ((r)->next_free == (struct region *)1 ? HUGE_CACHED : HUGE_LIVE)
+
+static void huge_unmap(struct region *r);
+
+/* Shrinks a mapping in place to len bytes (len < r->len). */
+static void huge_shrink(struct region *r, size_t len)
+{
+	pcpm_map_set(r->base, r->len, NULL);
+	pcpm_os_unmap(r->base + len, r->len - len);
+	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
+	r->len = len;
+	pcpm_map_set(r->base, len, r);
+}
 
 static void *huge_alloc(size_t size, size_t align)
 {
@@ -71,17 +94,25 @@ static void *huge_alloc(size_t size, size_t align)
 		return NULL;
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	if (align <= HUGE_ALIGN) {
-		/* reuse a cached mapping that fits without wasting more than a quarter */
+		/* best fit among the cached mappings */
 		pcpm_lock(&huge_lock);
+		int best = -1;
 		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 			struct region *r = huge_cache[i];
-			if (r && r->len >= len && r->len - len <= r->len / 4) {
-				huge_cache[i] = NULL;
-				r->next_free = NULL;
-				pcpm_unlock(&huge_lock);
-				atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
-				return r->base;
-			}
+			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
+				best = i;
+		}
+		if (best >= 0) {
+			struct region *r = huge_cache[best];
+			huge_cache[best] = NULL;
+			if (r->dirty)
+				huge_cached_bytes -= r->len;
+			r->next_free = NULL;
+			pcpm_unlock(&huge_lock);
+			if (r->len > len + len / 4)
+				huge_shrink(r, len);
+			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
+			return r->base;
 		}
 		pcpm_unlock(&huge_lock);
 	}
@@ -96,6 +127,7 @@ static void *huge_alloc(size_t size, size_t align)
 	r->kind = REGION_HUGE;
 	r->base = p;
 	r->len = len;
+	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
 	pcpm_map_set(p, len, r);
 	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
@@ -114,21 +146,41 @@ static void huge_unmap(struct region *r)
 
 static void huge_free(struct region *r)
 {
+	struct region *victim = NULL;
 	if (r->len <= HUGE_CACHE_MAX) {
-		/* keep the mapping, give its pages back: reuse saves mmap/munmap and reads zero */
-		pcpm_os_purge(r->base, r->len);
+		r->dirty = 1;
+		r->freed_ms = pcpm_now_ms();
 		pcpm_lock(&huge_lock);
-		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-			if (!huge_cache[i]) {
-				huge_cache[i] = r;
-				r->next_free = (struct region *)1;
-				pcpm_unlock(&huge_lock);
-				return;
+		/* room: evict the oldest entries until the resident budget allows r */
+		int slot = -1;
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
+			if (!huge_cache[i])
+				slot = i;
+		if (slot < 0 || huge_cached_bytes + r->len > HUGE_CACHE_BYTES) {
+			int old = -1;
+			for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
+				if (huge_cache[i] && (old < 0 || huge_cache[i]->freed_ms < huge_cache[old]->freed_ms))
+					old = i;
+			if (old >= 0 && (slot < 0 || huge_cached_bytes + r->len > HUGE_CACHE_BYTES)) {
+				victim = huge_cache[old];
+				huge_cache[old] = NULL;
+				if (victim->dirty)
+					huge_cached_bytes -= victim->len;
+				slot = old;
 			}
+		}
+		if (huge_cached_bytes + r->len <= HUGE_CACHE_BYTES) {
+			huge_cache[slot] = r;
+			r->next_free = (struct region *)1;
+			huge_cached_bytes += r->len;
+			r = NULL;
 		}
 		pcpm_unlock(&huge_lock);
 	}
-	huge_unmap(r);
+	if (victim)
+		huge_unmap(victim);
+	if (r)
+		huge_unmap(r);
 }
 
 static void huge_cache_drain(void)
@@ -137,10 +189,44 @@ static void huge_cache_drain(void)
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
 		huge_cache[i] = NULL;
+		if (r && r->dirty)
+			huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
 		if (r)
 			huge_unmap(r);
 	}
+}
+
+/* Periodic work: cached mappings unused for a period give their pages back (stay mapped). */
+static void huge_cache_decay(uint64_t now)
+{
+	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+		pcpm_lock(&huge_lock);
+		struct region *r = huge_cache[i];
+		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms) {
+			pcpm_unlock(&huge_lock);
+			continue;
+		}
+		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
+		huge_cached_bytes -= r->len;
+		pcpm_unlock(&huge_lock);
+		pcpm_os_purge(r->base, r->len);
+		r->dirty = 0;
+		pcpm_lock(&huge_lock);
+		if (!huge_cache[i]) {
+			huge_cache[i] = r;
+			r = NULL;
+		}
+		pcpm_unlock(&huge_lock);
+		if (r)
+			huge_unmap(r);
+	}
+}
+
+/* Resident bytes in the huge cache (racy; the decay worker's "anything to do?"). */
+size_t pcpm_huge_cached_bytes(void)
+{
+	return huge_cached_bytes;
 }
 
 /* Grows or shrinks a huge mapping with mremap; the result stays 4 MiB aligned. */
@@ -319,10 +405,16 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		return p;
 	}
 	/* Page runs never written since they were committed or purged read as zero, and so
-	 * do huge mappings (fresh, or purged when cached). */
+	 * do fresh or purged huge mappings; a reused resident one is cleared. */
 	struct page *pg = pcpm_page_of(p);
-	if (pg && (pg->flags & PG_DIRTY))
-		memset(p, 0, n);
+	if (pg) {
+		if (pg->flags & PG_DIRTY)
+			memset(p, 0, n);
+	} else {
+		struct region *r = pcpm_region_of(p);
+		if (r && r->dirty)
+			memset(p, 0, n);
+	}
 	return p;
 }
 

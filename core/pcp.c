@@ -226,6 +226,10 @@ static void decay_pcp_high(struct per_cpu_pages *pcp, uint64_t now)
 	drain_chunked(pcp, pcp->count - pcp->high, 0);
 }
 
+void (*pcpm_periodic_hook)(uint64_t now_ms);
+
+void (*pcpm_periodic_hook)(uint64_t now_ms);
+
 void pcp_periodic(uint64_t now)
 {
 	for (int i = 0; i < pcpm_nr_cpus; i++) {
@@ -240,6 +244,8 @@ void pcp_periodic(uint64_t now)
 	}
 	zone_maybe_purge(&pcpm_zone, now);
 	pcpm_topology_tick();
+	if (pcpm_periodic_hook)
+		pcpm_periodic_hook(now);
 }
 
 /* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */

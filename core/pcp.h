@@ -65,8 +65,10 @@ void pcp_free(struct page *pg, unsigned order);
 /* drain_all_pages(): empty every pcp into the zone (malloc_trim, allocation failure). */
 void pcp_drain_all(void);
 
-/* Periodic work (decay_pcp_high on every pcp whose period passed, zone purge). */
+/* Periodic work (decay_pcp_high on every pcp whose period passed, zone purge, and the
+ * hook the layer above registers: the huge-mapping cache's decay). */
 void pcp_periodic(uint64_t now_ms);
+extern void (*pcpm_periodic_hook)(uint64_t now_ms);
 
 void pcp_stats_add(struct pcpm_stats *s);
 void pcp_lock_all(void);

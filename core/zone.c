@@ -128,6 +128,8 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 		expand(z, pg, order, o);
 		pg->order = order;
 		z->pgalloc_zone += 1UL << order;
+		if (z->managed_pages - z->free_pages > z->in_use_peak)
+			z->in_use_peak = z->managed_pages - z->free_pages;
 		return pg;
 	}
 	return NULL;
@@ -402,16 +404,22 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 		return;
 	if (!atomic_compare_exchange_strong(&z->last_purge_ms, &last, now_ms))
 		return;
+	z->in_use_peak -= z->in_use_peak >> 3; /* racy update: a hint, not an invariant */
 	/* 256 madvise calls bound one pass to well under a millisecond of zone-lock hold;
 	 * what is left waits for the next period */
 	zone_purge(z, (uint64_t)pcpm_cfg.decay_ms, 256);
 }
 
+/*
+ * The mark follows the recent peak of memory in use, not the current use: right after a
+ * burst is freed the program is likely to allocate as much again, and purging then would
+ * only make it fault the pages back in.  The periodic purge returns what stays unused, and
+ * the peak decays by 1/8 per period, as decay_pcp_high lowers high.
+ */
 static inline size_t dirty_high(struct zone *z)
 {
-	size_t in_use = z->managed_pages - z->free_pages;
 	return MAX(((size_t)pcpm_cfg.dirty_min_mb << 20) >> PAGE_SHIFT,
-		   in_use * (size_t)pcpm_cfg.dirty_pct / 100);
+		   z->in_use_peak * (size_t)pcpm_cfg.dirty_pct / 100);
 }
 
 void zone_balance_dirty(struct zone *z)

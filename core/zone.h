@@ -35,6 +35,7 @@ struct zone {
 	size_t managed_pages;	/* pages committed into this zone */
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
+	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
 	_Atomic uint64_t last_purge_ms;
 	/* counters, under lock */
 	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
