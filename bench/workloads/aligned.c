@@ -68,15 +68,8 @@ int main(int argc, char **argv)
 	wl_parse(argc, argv, "aligned allocations", o, 4);
 	if (threads < 1 || slots < 1 || maxshift < 4 || maxshift > 20)
 		return fprintf(stderr, "bad options\n"), 2;
-	pthread_t t[threads];
 	struct arg a[threads];
-	memset(a, 0, sizeof a);
-	for (long i = 0; i < threads; i++)
-		a[i].id = i;
-	double t0 = wl_now();
-	wl_start_threads(t, threads, worker, a, sizeof a[0]);
-	wl_join_threads(t, threads);
-	double dt = wl_now() - t0;
+	double dt = wl_run_threads(threads, worker, a, sizeof a[0]);
 	unsigned long long check = 0;
 	for (long i = 0; i < threads; i++)
 		check = check * 31 + a[i].check;

@@ -85,15 +85,8 @@ int main(int argc, char **argv)
 static int run_one(void)
 {
 	pthread_barrier_init(&bar, NULL, threads);
-	pthread_t t[threads];
 	struct arg a[threads];
-	memset(a, 0, sizeof a);
-	for (long i = 0; i < threads; i++)
-		a[i].id = i;
-	double t0 = wl_now();
-	wl_start_threads(t, threads, worker, a, sizeof a[0]);
-	wl_join_threads(t, threads);
-	double dt = wl_now() - t0 - bursts * idle_ms / 1000.0; /* throughput excludes the idling */
+	double dt = wl_run_threads(threads, worker, a, sizeof a[0]) - bursts * idle_ms / 1000.0; /* throughput excludes the idling */
 	rss_idle = wl_rss_kib();
 	unsigned long long ops = 0, check = 0;
 	for (long i = 0; i < threads; i++) {

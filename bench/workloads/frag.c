@@ -63,15 +63,8 @@ int main(int argc, char **argv)
 	wl_parse(argc, argv, "fragmentation: interleaved long- and short-lived objects", o, 7);
 	if (threads < 1 || every < 1 || longlived < 1 || shortlived < 1 || hi < lo || lo < 1)
 		return fprintf(stderr, "bad options\n"), 2;
-	pthread_t t[threads];
 	struct arg a[threads];
-	memset(a, 0, sizeof a);
-	for (long i = 0; i < threads; i++)
-		a[i].id = i;
-	double t0 = wl_now();
-	wl_start_threads(t, threads, worker, a, sizeof a[0]);
-	wl_join_threads(t, threads);
-	double dt = wl_now() - t0;
+	double dt = wl_run_threads(threads, worker, a, sizeof a[0]);
 	long rss = wl_rss_kib();
 	unsigned long long check = 0;
 	size_t live = 0;

@@ -41,15 +41,8 @@ int main(int argc, char **argv)
 	wl_parse(argc, argv, "large blocks (256 KiB - 64 MiB), touched", o, 5);
 	if (threads < 1 || slots < 1 || hi_kib < lo_kib || lo_kib < 1)
 		return fprintf(stderr, "bad options\n"), 2;
-	pthread_t t[threads];
 	struct arg a[threads];
-	memset(a, 0, sizeof a);
-	for (long i = 0; i < threads; i++)
-		a[i].id = i;
-	double t0 = wl_now();
-	wl_start_threads(t, threads, worker, a, sizeof a[0]);
-	wl_join_threads(t, threads);
-	double dt = wl_now() - t0;
+	double dt = wl_run_threads(threads, worker, a, sizeof a[0]);
 	unsigned long long check = 0;
 	for (long i = 0; i < threads; i++)
 		check = check * 31 + a[i].check;

@@ -44,15 +44,8 @@ int main(int argc, char **argv)
 	uint64_t s = wl_seed(7);
 	for (long k = 0; k < slots; k++) /* the initial population, from the main thread */
 		slot[k] = wl_xmalloc(wl_size(&s, lo, hi));
-	pthread_t t[threads];
 	struct arg a[threads];
-	memset(a, 0, sizeof a);
-	for (long i = 0; i < threads; i++)
-		a[i].id = i;
-	double t0 = wl_now();
-	wl_start_threads(t, threads, worker, a, sizeof a[0]);
-	wl_join_threads(t, threads);
-	double dt = wl_now() - t0;
+	double dt = wl_run_threads(threads, worker, a, sizeof a[0]);
 	for (long k = 0; k < slots; k++)
 		free(slot[k]);
 	free(slot);

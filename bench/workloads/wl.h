@@ -143,6 +143,22 @@ static inline void wl_join_threads(pthread_t *t, long n)
 		pthread_join(t[i], NULL);
 }
 
+/*
+ * Runs fn on n threads, each given its own element of args (zeroed; its first member is a
+ * `long id`, set to the thread's index), and returns the elapsed seconds.
+ */
+static inline double wl_run_threads(long n, void *(*fn)(void *), void *args, size_t argsize)
+{
+	pthread_t t[n];
+	memset(args, 0, (size_t)n * argsize);
+	for (long i = 0; i < n; i++)
+		*(long *)((char *)args + i * argsize) = i;
+	double t0 = wl_now();
+	wl_start_threads(t, n, fn, args, argsize);
+	wl_join_threads(t, n);
+	return wl_now() - t0;
+}
+
 /* The closing lines: a deterministic result, then the measurements. */
 static inline void wl_report(const char *name, unsigned long long ops, unsigned long long check,
 			     double secs)
