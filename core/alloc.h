@@ -37,6 +37,20 @@ static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 void pcpm_free_generic(void *p, const char *call);
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call);
 
+/* Frees the slab object p of the slab whose head descriptor is head: validation, the
+ * double-free check when the key word matches, then the thread cache.  Tail calls only. */
+static inline __attribute__((always_inline)) void pcpm_free_slab(void *p, struct page *head,
+								const char *call)
+{
+	if (unlikely(slab_obj_index(head, p) < 0))
+		pcpm_bad_pointer(call, p);
+	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+		return pcpm_free_slab_checked(p, head, call);
+	if (likely(tcache_push(p, head->cls)))
+		return;
+	return tcache_free_slow(p, head->cls);
+}
+
 /*
  * free() with the name of the API call for the abort message.  Only tail calls leave the
  * fast path, so it needs no stack frame; NULL fails the range check and is handled there.
@@ -46,16 +60,8 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		if (likely(pg->state == PG_SLAB)) {
-			struct page *head = pg->slab_head;
-			if (unlikely(slab_obj_index(head, p) < 0))
-				pcpm_bad_pointer(call, p);
-			if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-				return pcpm_free_slab_checked(p, head, call);
-			if (likely(tcache_push(p, head->cls)))
-				return;
-			return tcache_free_slow(p, head->cls);
-		}
+		if (likely(pg->state == PG_SLAB))
+			return pcpm_free_slab(p, pg->slab_head, call);
 	}
 	return pcpm_free_generic(p, call);
 }

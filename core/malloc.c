@@ -48,6 +48,16 @@ static PCPM_COLD void double_free(const char *call, const void *p)
 	pcpm_fatal("%s(): double free %p", call, p);
 }
 
+/* p is in arena memory but is no live block: a page already back in the pcp or the zone
+ * (a page-aligned pointer there) is a double free, anything else an invalid pointer. */
+static PCPM_COLD __attribute__((noreturn)) void bad_page_pointer(const char *call, const void *p,
+								 struct page *pg)
+{
+	if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
+		double_free(call, p);
+	pcpm_bad_pointer(call, p);
+}
+
 static inline void count_malloc(void)
 {
 	tcache_count(false);
@@ -323,11 +333,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 			large_free(pg);
 			return;
 		}
-		if (pg->state == PG_SLAB) /* slab object that failed validation in a caller */
-			pcpm_bad_pointer(call, p);
-		if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
-			double_free(call, p);
-		pcpm_bad_pointer(call, p);
+		bad_page_pointer(call, p, pg);
 	}
 	struct region *r = pcpm_region_of(p);
 	if (r && r->kind == REGION_HUGE && r->base == p) {
@@ -353,16 +359,8 @@ void pcpm_free_generic(void *p, const char *call)
 	if (!p)
 		return;
 	struct page *pg = pcpm_page_of(p);
-	if (pg && pg->state == PG_SLAB) {
-		struct page *head = pg->slab_head;
-		if (slab_obj_index(head, p) < 0)
-			pcpm_bad_pointer(call, p);
-		if (((uintptr_t *)p)[1] == pcpm_free_key)
-			tcache_check_double_free(p, head, call);
-		if (!tcache_push(p, head->cls))
-			tcache_free_slow(p, head->cls);
-		return;
-	}
+	if (pg && pg->state == PG_SLAB)
+		return pcpm_free_slab(p, pg->slab_head, call);
 	pcpm_free_slow(p, pg, call);
 }
 
@@ -477,11 +475,8 @@ void *pcpm_realloc(void *p, size_t size)
 		return realloc_move(p, usable, size);
 	}
 	if (pg) {
-		if (pg->state != PG_LARGE || p != page_address(pg)) {
-			if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
-				double_free("realloc", p);
-			pcpm_bad_pointer("realloc", p);
-		}
+		if (pg->state != PG_LARGE || p != page_address(pg))
+			bad_page_pointer("realloc", p, pg);
 		size_t np = pg->npages, usable = np << PAGE_SHIFT;
 		size_t nnp = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
 		if (size > SLAB_MAX_SIZE && size <= HUGE_THRESHOLD) {

@@ -1,5 +1,6 @@
 /* topo_work.c - allocator work for the topology tests: "small" does a few allocations
  * (a short-lived process), "busy" moves 32 MiB at a time through the pcps for 150 ms. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,7 +11,8 @@ int main(int argc, char **argv)
 	void *keep[64] = { 0 };
 	if (!busy) {
 		for (int i = 0; i < 64; i++)
-			keep[i] = malloc(100 + i);
+			if (!(keep[i] = malloc(100 + i)))
+				return 1;
 		for (int i = 0; i < 64; i++)
 			free(keep[i]);
 		return 0;
@@ -22,10 +24,18 @@ int main(int argc, char **argv)
 		/* 32 MiB in 32 KiB page runs (order 3: 7 blocks per refill), held, then freed */
 		for (int i = 0; i < 1024; i++) {
 			big[i] = malloc(32768);
-			memset(big[i], (int)round, 64);
+			if (!big[i])
+				return 1;
+			memset(big[i], (int)(round + i), 64);
 		}
-		for (int i = 0; i < 1024; i++)
+		/* every block still holds its own bytes: no two runs overlapped */
+		for (int i = 0; i < 1024; i++) {
+			if (((unsigned char *)big[i])[63] != (unsigned char)(round + i)) {
+				fprintf(stderr, "topo_work: block %d corrupted\n", i);
+				abort();
+			}
 			free(big[i]);
+		}
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 150)
 			break;
