@@ -103,7 +103,7 @@ struct arena {
 };
 
 /* The first arena is kept by value so the free path's lookup is one compare. */
-extern struct arena pcpm_arena0;
+extern struct arena pcpm_arena0 PCPM_HIDDEN;
 extern struct arena *pcpm_arenas[MAX_ARENAS];
 extern _Atomic int pcpm_nr_arenas;
 

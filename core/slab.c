@@ -11,6 +11,22 @@
 struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
 uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+uintptr_t pcpm_link_key;
+
+void pcpm_freelist_corrupt(const char *call, const void *pos)
+{
+	pcpm_fatal("%s(): corrupted free list at %p", call, pos);
+}
+
+/* Slow-path decode of a slab freelist link: next must be NULL or an object of the same slab. */
+static void *slab_fl_next(struct kmem_cache *s, struct page *pg, const void *o)
+{
+	char *next = fl_decode(o, "malloc");
+	if (next && (next < pg->addr || next >= pg->addr + (size_t)s->objects * s->size ||
+		     (size_t)(next - pg->addr) % s->size))
+		pcpm_freelist_corrupt("malloc", o);
+	return next;
+}
 
 static uint32_t class_size_of(unsigned cls)
 {
@@ -57,6 +73,7 @@ static unsigned calculate_order(uint32_t size)
 
 void pcpm_slab_init(void)
 {
+	pcpm_link_key = (uintptr_t)pcpm_random64();
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = &pcpm_caches[c];
 		s->size = pcpm_class_size[c] = class_size_of(c);
@@ -139,8 +156,11 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		struct page *pg = (struct page *)s->partial.next;
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
-			pg->freelist = *(void **)o;
-			*link = o;
+			pg->freelist = slab_fl_next(s, pg, o);
+			if (link != &first)
+				fl_store(link, o);
+			else
+				first = o;
 			link = (void **)o;
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
@@ -149,7 +169,10 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		while (got < want && pg->carved < s->objects) {
 			void *o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
-			*link = o;
+			if (link != &first)
+				fl_store(link, o);
+			else
+				first = o;
 			link = (void **)o;
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
@@ -161,7 +184,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 	}
 	pcpm_unlock(&s->lock);
-	*link = NULL;
+	if (link != &first)
+		fl_store(link, NULL);
 	*head = first;
 	return got;
 }
@@ -173,10 +197,13 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n)
 	unsigned nempty = 0;
 	cache_lock(s);
 	for (void *o = head; n && o; n--) {
-		void *next = *(void **)o;
-		struct page *pg = pcpm_page_of(o)->slab_head;
+		void *next = n > 1 ? fl_decode(o, "free") : NULL;
+		struct page *pg = pcpm_page_of(o);
+		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls))
+			pcpm_freelist_corrupt("free", o);
+		pg = pg->slab_head;
 		bool was_full = !slab_has_free(s, pg);
-		*(void **)o = pg->freelist;
+		fl_store(o, pg->freelist);
 		pg->freelist = o;
 		pg->inuse--;
 		if (was_full) {
@@ -203,7 +230,7 @@ bool slab_object_is_free(struct page *head, const void *p)
 	bool found = false;
 	cache_lock(s);
 	unsigned limit = s->objects;
-	for (void *o = head->freelist; o && limit; o = *(void **)o, limit--) {
+	for (void *o = head->freelist; o && limit; o = slab_fl_next(s, head, o), limit--) {
 		if (o == p) {
 			found = true;
 			break;

@@ -77,9 +77,9 @@ static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 		return;
 	void *first = b->head, *last = first;
 	for (unsigned i = 1; i < n; i++)
-		last = *(void **)last;
-	b->head = *(void **)last;
-	*(void **)last = NULL;
+		last = fl_decode(last, "free");
+	b->head = fl_decode(last, "free");
+	fl_store(last, NULL);
 	b->avail += n;
 	tc->flushes++;
 	slab_free_bulk(cls, first, n);
@@ -110,7 +110,7 @@ void *tcache_alloc_slow(unsigned cls)
 	tc->refills++;
 	/* hand out the first, keep the rest */
 	void *p = head;
-	b->head = *(void **)p;
+	b->head = fl_decode(p, "malloc");
 	b->avail -= got - 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
@@ -123,7 +123,7 @@ void tcache_free_slow(void *p, unsigned cls)
 	tcache_ensure();
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		*(void **)p = NULL;
+		fl_store(p, NULL);
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
 		slab_free_bulk(cls, p, 1);
 		return;
@@ -131,7 +131,7 @@ void tcache_free_slow(void *p, unsigned cls)
 	flush_bin(tc, cls, batch_for(cls));
 	if (!tcache_push(p, cls)) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		*(void **)p = NULL;
+		fl_store(p, NULL);
 		slab_free_bulk(cls, p, 1);
 	}
 }
@@ -146,7 +146,7 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = head->cls;
 	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
-	for (void *o = tc->bins[cls].head; o && limit; o = *(void **)o, limit--)
+	for (void *o = tc->bins[cls].head; o && limit; o = fl_decode(o, call), limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
 	if (slab_object_is_free(head, p))

@@ -2,7 +2,7 @@
  * tcache.h - per-thread object caches: the allocation fast path (no lock, no atomic).
  *
  * Each thread has, per size class, a LIFO stack of free objects threaded through their
- * first word, refilled from and flushed to the kmem_cache in batches of PCPMALLOC_FBATCH
+ * first word (safe-linked: fl_encode in slab.h), refilled from and flushed to the kmem_cache in batches of PCPMALLOC_FBATCH
  * objects (15, or 31 on machines with more than 64 CPUs: the pagevec / folio_batch size,
  * kernel-pcp.md §8, §12.7).  `avail` counts the free room of a stack; it is 0 before the
  * thread's cache is set up and after it was torn down at thread exit, which sends both
@@ -31,7 +31,7 @@ struct tcache {
 };
 
 extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
-extern uintptr_t pcpm_free_key;
+extern uintptr_t pcpm_free_key PCPM_HIDDEN;
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 	struct tcache_bin *b = &tc->bins[cls];
 	void *p = b->head;
 	if (likely(p)) {
-		b->head = *(void **)p;
+		b->head = fl_decode(p, "malloc");
 		b->avail++;
 		((uintptr_t *)p)[1] = 0;
 		tc->malloc_calls++;
@@ -58,8 +58,9 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->avail)) {
-		*(void **)p = b->head;
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		uintptr_t key = pcpm_free_key;
+		fl_store(p, b->head);
+		((uintptr_t *)p)[1] = key;
 		b->head = p;
 		b->avail--;
 		tc->free_calls++;
