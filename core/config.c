@@ -60,6 +60,8 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_COUNT_MIN_DIV", T_INT, I(count_min_div), 5, 1, 64, NULL,
 	  "count_min mode decays by min(count_min, high / div)" },
 	{ "PCPMALLOC_TCACHE", T_INT, I(tcache), 1, 0, 1, NULL, "per-thread object caches" },
+	{ "PCPMALLOC_SECURE", T_INT, I(secure), 0, 0, 1, NULL,
+	  "1: canaries after small blocks, guard pages after large ones and around metadata, junk-filled free memory, random slab order" },
 	{ "PCPMALLOC_DECAY_THREAD", T_INT, I(decay_thread), 0, 0, 1, NULL,
 	  "1: a background thread runs decay and purge every period, also in idle processes" },
 	{ "PCPMALLOC_DIRTY_PCT", T_INT, I(dirty_pct), 100, 0, 1000, NULL,

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "alloc.h"
 #include "config.h"
+#include "secure.h"
 #include "topology.h"
 #include "vmstat.h"
 
@@ -25,6 +26,7 @@ void pcpm_init(void)
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
+		pcpm_secure = pcpm_cfg.secure;
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		pcpm_pcp_init();
@@ -48,12 +50,29 @@ static PCPM_COLD void double_free(const char *call, const void *p)
 	pcpm_fatal("%s(): double free %p", call, p);
 }
 
-/* p is in arena memory but is no live block: a page already back in the pcp or the zone
- * (a page-aligned pointer there) is a double free, anything else an invalid pointer. */
+/* Is the page inside a free block, on a pcp list or in the buddy free_area?  A free block's
+ * head carries its order; pg is inside it when one of its aligned ancestors is such a head.
+ * Racy without the zone lock: only used to word an abort message. */
+static bool page_in_free_block(struct page *pg)
+{
+	struct arena *a = arena_of_page(pg);
+	size_t pfn = page_pfn(pg);
+	for (unsigned o = 0; o <= MAX_PAGE_ORDER; o++) {
+		struct page *h = a->desc + (pfn & ~((1UL << o) - 1));
+		if ((h->state == PG_BUDDY || h->state == PG_PCP) && h->order >= o)
+			return true;
+	}
+	return false;
+}
+
+/* p is in arena memory but is no live block: a page-aligned pointer into a free block (back
+ * on a pcp list or in the zone, merged with its buddies or not) is a double free, anything
+ * else an invalid pointer. */
 static PCPM_COLD __attribute__((noreturn)) void bad_page_pointer(const char *call, const void *p,
 								 struct page *pg)
 {
-	if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
+	if (!((uintptr_t)p & (PAGE_SIZE - 1)) && pg->state != PG_SLAB && pg->state != PG_LARGE &&
+	    page_in_free_block(pg))
 		double_free(call, p);
 	pcpm_bad_pointer(call, p);
 }
@@ -82,8 +101,45 @@ static size_t huge_cached_bytes; /* resident bytes in the cache, under huge_lock
 static _Atomic size_t huge_bytes, huge_count;
 static _Atomic uint64_t huge_allocs, huge_hits;
 
-enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
-#define huge_state(r) ((r)->next_free == (struct region *)1 ? HUGE_CACHED : HUGE_LIVE)
+enum { HUGE_LIVE = 0, HUGE_CACHED = 1, HUGE_DEFERRED = 2 };
+#define huge_state(r) ((int)(uintptr_t)(r)->next_free)
+
+/* Mappings freed by signal handlers (huge_free_nested), freed by the next huge_alloc or
+ * huge_free outside a handler. */
+static _Atomic(struct region *) huge_deferred;
+static void huge_free(struct region *r);
+
+static void huge_drain_deferred(void)
+{
+	if (likely(!atomic_load_explicit(&huge_deferred, memory_order_relaxed)))
+		return;
+	struct region *r = atomic_exchange_explicit(&huge_deferred, NULL, memory_order_acquire);
+	while (r) {
+		struct region *next = r->deferred_next;
+		r->next_free = NULL;
+		huge_free(r);
+		r = next;
+	}
+}
+
+static void huge_free_nested(struct region *r)
+{
+	r->next_free = (struct region *)HUGE_DEFERRED;
+	struct region *h = atomic_load_explicit(&huge_deferred, memory_order_relaxed);
+	do
+		r->deferred_next = h;
+	while (!atomic_compare_exchange_weak_explicit(&huge_deferred, &h, r, memory_order_release,
+						      memory_order_relaxed));
+}
+
+/* Secure mode: the last page of the mapping is a guard, the bytes between the request and
+ * the guard carry the canary. */
+static void huge_secure_arm(struct region *r, size_t size)
+{
+	r->req = size;
+	pcpm_os_guard(r->base + r->len - PAGE_SIZE, PAGE_SIZE);
+	secure_fill_canary(r->base + size, r->base + r->len - PAGE_SIZE);
+}
 
 static void huge_unmap(struct region *r);
 
@@ -99,11 +155,12 @@ static void huge_shrink(struct region *r, size_t len)
 
 static void *huge_alloc(size_t size, size_t align)
 {
-	size_t len = ALIGN_UP(size, PAGE_SIZE);
+	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
 	if (len < size)
 		return NULL;
+	huge_drain_deferred();
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
-	if (align <= HUGE_ALIGN) {
+	if (align <= HUGE_ALIGN && !pcpm_secure) {
 		/* best fit among the cached mappings */
 		pcpm_lock(&huge_lock);
 		int best = -1;
@@ -139,7 +196,41 @@ static void *huge_alloc(size_t size, size_t align)
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
 	pcpm_map_set(p, len, r);
+	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
+	return p;
+}
+
+/* From a signal handler: a mapping of its own, registered with trylocks only; NULL when a
+ * lock is taken (the nested-allocation fallback of kernel-pcp.md §12.2). */
+static void *huge_alloc_nested(size_t size, size_t align)
+{
+	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
+	if (len < size)
+		return NULL;
+	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
+	if (!p)
+		return NULL;
+	struct region *r = pcpm_region_new_try();
+	if (!r) {
+		pcpm_os_unmap(p, len);
+		return NULL;
+	}
+	r->kind = REGION_HUGE;
+	r->base = p;
+	r->len = len;
+	r->dirty = 0;
+	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
+	if (!pcpm_map_set_try(p, len, r)) {
+		pcpm_os_unmap(p, len);
+		return NULL; /* the region struct is lost (64 bytes; freeing it needs meta_lock) */
+	}
+	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
 	return p;
@@ -157,6 +248,10 @@ static void huge_unmap(struct region *r)
 static void huge_free(struct region *r)
 {
 	struct region *victim = NULL;
+	if (pcpm_secure) { /* no cache: a use after free faults */
+		huge_unmap(r);
+		return;
+	}
 	if (r->len <= HUGE_CACHE_MAX) {
 		r->dirty = 1;
 		r->freed_ms = pcpm_now_ms();
@@ -282,8 +377,13 @@ static void *huge_realloc(struct region *r, size_t size)
 
 static void *large_alloc(size_t size, size_t align)
 {
+	if (unlikely(pcpm_sig_depth))
+		return huge_alloc_nested(size, align);
+	size_t req = size;
+	if (unlikely(pcpm_secure))
+		size += PAGE_SIZE; /* room for the guard page */
 	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
-		return huge_alloc(size, align);
+		return huge_alloc(req, align);
 	size_t np = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
 	unsigned order = (unsigned)ilog2_ceil(np);
 	unsigned align_order = align > PAGE_SIZE ? (unsigned)ilog2_ceil(align >> PAGE_SHIFT) : 0;
@@ -302,7 +402,25 @@ static void *large_alloc(size_t size, size_t align)
 	pcpm_tc.large_allocs++; /* thread-local; folded in by the tcache registry */
 	pg->npages = (uint32_t)np;
 	pg->state = PG_LARGE;
-	return page_address(pg);
+	char *p = page_address(pg);
+	if (unlikely(pcpm_secure)) {
+		/* guard page right after the request's last page; canary up to it */
+		size_t gp = ALIGN_UP(req, PAGE_SIZE);
+		pg->req_size = req;
+		pg->flags |= PG_DIRTY;
+		secure_fill_canary(p + req, p + gp);
+		pcpm_os_guard(p + gp, PAGE_SIZE);
+	}
+	return p;
+}
+
+/* Secure mode, a large block being freed: canary check, guard page off, junk fill. */
+static void large_secure_release(char *p, struct page *pg, const char *call)
+{
+	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
+	secure_check_canary(p, p + req, p + gp, call);
+	pcpm_os_commit(p + gp, PAGE_SIZE);
+	memset(p, SECURE_JUNK, req);
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
@@ -330,6 +448,13 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 	if (pg) {
 		if (pg->state == PG_LARGE && p == page_address(pg)) {
 			tcache_count(true);
+			if (unlikely(pcpm_secure))
+				large_secure_release(p, pg, call);
+			if (unlikely(pcpm_sig_depth)) {
+				pg->state = PG_NONE;
+				zone_free_run_nested(&pcpm_zone, pg);
+				return;
+			}
 			large_free(pg);
 			return;
 		}
@@ -337,9 +462,16 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 	}
 	struct region *r = pcpm_region_of(p);
 	if (r && r->kind == REGION_HUGE && r->base == p) {
-		if (huge_state(r) == HUGE_CACHED)
+		if (huge_state(r) != HUGE_LIVE)
 			double_free(call, p);
 		tcache_count(true);
+		if (unlikely(pcpm_secure))
+			secure_check_canary(p, r->base + r->req, r->base + r->len - PAGE_SIZE, call);
+		if (unlikely(pcpm_sig_depth)) {
+			huge_free_nested(r);
+			return;
+		}
+		huge_drain_deferred();
 		huge_free(r);
 		return;
 	}
@@ -364,13 +496,49 @@ void pcpm_free_generic(void *p, const char *call)
 	pcpm_free_slow(p, pg, call);
 }
 
+/*
+ * malloc from a signal handler (kernel-pcp.md §12.2): a slab object when its cache lock is
+ * free and a partial slab has room, else a mapping of its own.  align: power of two.
+ */
+static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
+{
+	void *p = NULL;
+	if (!atomic_load_explicit(&init_done, memory_order_acquire) || n > PTRDIFF_MAX)
+		goto out;
+	size_t need = n + (pcpm_secure ? SECURE_TRAILER : 0);
+	if (align <= 16 && need <= SLAB_MAX_SIZE) {
+		unsigned c = size_to_class(need);
+		p = slab_alloc_nested(c);
+		if (p) {
+			if (pcpm_secure)
+				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+			tcache_count(false);
+			return p;
+		}
+	}
+	p = huge_alloc_nested(MAX(n, 1), align);
+	if (p)
+		tcache_count(false);
+out:
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
 void *pcpm_malloc_slow(size_t n)
 {
+	if (unlikely(pcpm_sig_depth))
+		return malloc_nested(n, 0);
 	pcpm_init();
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
-	if (n <= SLAB_MAX_SIZE) {
+	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
+		unsigned c = size_to_class(n + SECURE_TRAILER);
+		p = tcache_alloc_slow(c);
+		if (p)
+			secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+	} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
 		p = tcache_alloc_slow(size_to_class(n));
 	} else if (n > PTRDIFF_MAX) {
 		p = NULL;
@@ -416,26 +584,33 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 	return p;
 }
 
-size_t pcpm_usable_size(const void *p)
+static size_t usable_size_call(const void *p, const char *call)
 {
-	if (!p)
-		return 0;
 	struct page *pg = pcpm_page_of(p);
 	if (pg) {
 		if (pg->state == PG_SLAB) {
 			struct page *head = pg->slab_head;
 			if (slab_obj_index(head, p) < 0)
-				pcpm_bad_pointer("malloc_usable_size", p);
+				pcpm_bad_pointer(call, p);
+			if (unlikely(pcpm_secure))
+				return secure_small_size(p, head->slab_cache->size, call);
 			return head->slab_cache->size;
 		}
 		if (pg->state == PG_LARGE && p == page_address(pg))
-			return (size_t)pg->npages << PAGE_SHIFT;
-		pcpm_bad_pointer("malloc_usable_size", p);
+			return unlikely(pcpm_secure) ? pg->req_size : (size_t)pg->npages << PAGE_SHIFT;
+		pcpm_bad_pointer(call, p);
 	}
 	struct region *r = pcpm_region_of(p);
 	if (!r || r->kind != REGION_HUGE || r->base != p || huge_state(r) != HUGE_LIVE)
-		pcpm_bad_pointer("malloc_usable_size", p);
-	return r->len;
+		pcpm_bad_pointer(call, p);
+	return unlikely(pcpm_secure) ? r->req : r->len;
+}
+
+size_t pcpm_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	return usable_size_call(p, "malloc_usable_size");
 }
 
 static void *realloc_move(void *p, size_t old_usable, size_t size)
@@ -461,6 +636,13 @@ void *pcpm_realloc(void *p, size_t size)
 		return NULL;
 	}
 	struct page *pg = pcpm_page_of(p);
+	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
+		/* every realloc moves: the checks of malloc and free run, nothing in place */
+		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
+		    ((uintptr_t *)p)[1] == pcpm_free_key)
+			tcache_check_double_free(p, pg->slab_head, "realloc");
+		return realloc_move(p, usable_size_call(p, "realloc"), size);
+	}
 	if (pg && pg->state == PG_SLAB) {
 		struct page *head = pg->slab_head;
 		if (slab_obj_index(head, p) < 0)
@@ -529,12 +711,14 @@ static void *aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
+	if (unlikely(pcpm_sig_depth))
+		return malloc_nested(size, align);
 	pcpm_init();
 	if (size > PTRDIFF_MAX || align > PTRDIFF_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t need = MAX(size, align);
+	size_t need = MAX(size + (pcpm_secure ? SECURE_TRAILER : 0), align);
 	if (need <= SLAB_MAX_SIZE) {
 		/* a class whose objects are multiples of align in a slab aligned to at least
 		 * align has every object aligned */
@@ -546,6 +730,8 @@ static void *aligned_alloc_pow2(size_t align, size_t size)
 					p = tcache_alloc_slow(c);
 				if (!p)
 					errno = ENOMEM;
+				else if (unlikely(pcpm_secure))
+					secure_arm_small(p, s->size, size, "memalign");
 				return p;
 			}
 		}
@@ -619,6 +805,7 @@ int pcpm_trim(size_t pad)
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();
+	huge_drain_deferred();
 	huge_cache_drain();
 	return zone_purge(&pcpm_zone, 0, 0) > 0;
 }

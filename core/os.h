@@ -82,6 +82,8 @@ bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 void pcpm_os_purge(void *p, size_t len);
+/* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
+bool pcpm_os_guard(void *p, size_t len);
 
 /* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
 uint64_t pcpm_now_ms(void);

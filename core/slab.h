@@ -31,6 +31,8 @@ struct kmem_cache {
 	uint32_t nr_partial;  /* slabs on partial */
 	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
 	struct list_head partial;
+	_Atomic(void *) deferred; /* objects freed by signal handlers while the lock was
+				   * taken (safe-linked stack); drained by the next holder */
 	/* counters, under lock */
 	uint64_t nr_slabs, slab_alloc, slab_free, lock_count, lock_contended;
 } __attribute__((aligned(64)));
@@ -112,6 +114,15 @@ static inline long slab_obj_index(struct page *head, const void *p)
 		return -1;
 	return (long)idx;
 }
+
+/*
+ * Signal-handler variants (kernel-pcp.md §12.2 "Re-entrancy"): trylock only.
+ * slab_alloc_nested: one object of class cls from a partial slab (no new slab), NULL when
+ * the lock is taken or no partial slab has room.  slab_free_nested: back to its slab, or
+ * onto the cache's lock-free deferred list when the lock is taken.  Neither calls the pcp.
+ */
+void *slab_alloc_nested(unsigned cls);
+void slab_free_nested(void *o, struct page *head);
 
 /* Is p on its slab's freelist?  (double-free confirmation; takes the cache lock) */
 bool slab_object_is_free(struct page *head, const void *p);

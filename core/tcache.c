@@ -3,9 +3,12 @@
  */
 #include "tcache.h"
 #include "config.h"
+#include "secure.h"
 #include "topology.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
 
 __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
 uintptr_t pcpm_free_key;
@@ -32,7 +35,8 @@ void pcpm_tcache_init(void)
 		 * doubled for main + spare), never below one batch. */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
-		pcpm_tcache_cap[c] = pcpm_cfg.tcache ? (uint16_t)cap : 0; /* 0: every call to the slab */
+		/* 0: every call to the slab; secure mode checks every call in the slow paths */
+		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_secure ? (uint16_t)cap : 0;
 	}
 	pcpm_free_key = (uintptr_t)pcpm_random64();
 	pthread_key_create(&tc_key, tcache_thread_exit);
@@ -88,6 +92,8 @@ static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 void *tcache_alloc_slow(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
+	if (unlikely(pcpm_sig_depth))
+		return slab_alloc_nested(cls);
 	tcache_ensure();
 	void *head = tcache_pop(cls);
 	if (head)
@@ -120,6 +126,13 @@ void *tcache_alloc_slow(unsigned cls)
 void tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
+	if (unlikely(pcpm_secure))
+		secure_free_small(p, pcpm_class_size[cls], "free");
+	if (unlikely(pcpm_sig_depth)) {
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		slab_free_nested(p, pcpm_page_of(p)->slab_head);
+		return;
+	}
 	tcache_ensure();
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
@@ -141,8 +154,40 @@ void tcache_count_slow(bool is_free)
 	atomic_fetch_add_explicit(is_free ? &nocache_free : &nocache_malloc, 1, memory_order_relaxed);
 }
 
+/*
+ * Is p on another thread's stack of class cls?  Those stacks change under our feet, so the
+ * walk decodes each link without trusting it (a link that does not lead to an object of the
+ * class ends that stack's walk) and is bounded by the capacity.  Registry lock held, so no
+ * cache goes away meanwhile; cold path (the free mark matched).
+ */
+static bool tcache_in_other_cache(const void *p, unsigned cls)
+{
+	bool found = false;
+	pcpm_lock(&registry_lock);
+	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
+		if (tc == &pcpm_tc)
+			continue;
+		const void *o = __atomic_load_n(&tc->bins[cls].head, __ATOMIC_RELAXED);
+		for (unsigned n = pcpm_tcache_cap[cls]; o && n; n--) {
+			struct page *pg = pcpm_page_of(o);
+			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
+				break;
+			if (o == p) {
+				found = true;
+				break;
+			}
+			uintptr_t v = __atomic_load_n((const uintptr_t *)o, __ATOMIC_RELAXED);
+			o = (const void *)(v ^ (uintptr_t)o ^ pcpm_link_key);
+		}
+	}
+	pcpm_unlock(&registry_lock);
+	return found;
+}
+
 void tcache_check_double_free(void *p, struct page *head, const char *call)
 {
+	if (unlikely(pcpm_sig_depth))
+		return; /* the confirmation takes locks; a signal handler may not wait for them */
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = head->cls;
 	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
@@ -150,6 +195,8 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
 	if (slab_object_is_free(head, p))
+		pcpm_fatal("%s(): double free %p", call, p);
+	if (tcache_in_other_cache(p, cls))
 		pcpm_fatal("%s(): double free %p", call, p);
 }
 
@@ -239,4 +286,43 @@ void tcache_fork_child(void)
 	} else {
 		registry = NULL;
 	}
+}
+
+/*
+ * ---- signal handlers (kernel-pcp.md §12.2 "Re-entrancy") ----
+ * A handler may interrupt this thread anywhere in pcpmalloc: in the middle of a thread-cache
+ * push or pop, or holding a kmem_cache, pcp or zone lock.  preload/ runs every handler the
+ * program installs between pcpm_signal_enter() and pcpm_signal_exit().  Enter sets the
+ * thread's "in a handler" depth and parks the thread cache's stacks (the handler sees empty,
+ * full stacks, so its fast paths fall through to the slow paths without touching the state
+ * the interrupted code may be changing); exit puts them back unchanged.  With the depth set,
+ * the slow paths use trylock only: frees that cannot get a lock are deferred on lock-free
+ * lists drained by the next lock holder, allocations that cannot get one map memory.  The
+ * fast path pays nothing; a signal costs two sigprocmask calls and a 1 KiB copy.
+ */
+__thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
+static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
+
+void pcpm_signal_enter(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old); /* no second handler while the stacks move */
+	if (pcpm_sig_depth++ == 0) {
+		memcpy(parked, pcpm_tc.bins, sizeof(parked));
+		memset(pcpm_tc.bins, 0, sizeof(pcpm_tc.bins));
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void pcpm_signal_exit(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (--pcpm_sig_depth == 0)
+		memcpy(pcpm_tc.bins, parked, sizeof(parked));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -69,6 +69,15 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 	return false;
 }
 
+/*
+ * Signal handlers (see tcache.c): pcpm_sig_depth > 0 while this thread runs a handler that
+ * preload/ wrapped; the slow paths then take no lock they could wait for.  Enter/exit are
+ * async-signal-safe and nest.
+ */
+extern __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+void pcpm_signal_enter(void);
+void pcpm_signal_exit(void);
+
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */
 static inline void tcache_ensure(void)

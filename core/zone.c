@@ -25,6 +25,24 @@ void zone_lock(struct zone *z)
 		z->zone_lock_contended++;
 		z->zone_lock_wait_ns += wait;
 	}
+	if (unlikely(atomic_load_explicit(&z->deferred, memory_order_relaxed))) {
+		struct page *pg = atomic_exchange_explicit(&z->deferred, NULL, memory_order_acquire);
+		uint64_t now = pcpm_now_ms();
+		while (pg) {
+			struct page *next = (struct page *)pg->lru.next;
+			__free_pages_range(z, pg, pg->npages, now);
+			pg = next;
+		}
+	}
+}
+
+void zone_free_run_nested(struct zone *z, struct page *pg)
+{
+	struct page *h = atomic_load_explicit(&z->deferred, memory_order_relaxed);
+	do
+		pg->lru.next = (struct list_head *)h;
+	while (!atomic_compare_exchange_weak_explicit(&z->deferred, &h, pg, memory_order_release,
+						      memory_order_relaxed));
 }
 
 static inline void set_buddy(struct page *pg, unsigned order, uint8_t flags, uint8_t arena)
