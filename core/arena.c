@@ -55,15 +55,38 @@ void pcpm_map_set(const void *base, size_t len, struct region *r)
 	pcpm_unlock(&map_lock);
 }
 
+static char *meta_cur, *meta_end;
+
+/* pcpm_meta_alloc for signal handlers: trylock, and only from the current chunk. */
+static void *meta_alloc_try(size_t len)
+{
+	len = ALIGN_UP(len, 64);
+	if (!pcpm_trylock(&meta_lock))
+		return NULL;
+	void *r = NULL;
+	if (meta_cur && meta_cur + len <= meta_end) {
+		r = meta_cur;
+		meta_cur += len;
+	}
+	pcpm_unlock(&meta_lock);
+	return r;
+}
+
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 {
 	uintptr_t a = (uintptr_t)base;
 	if (!pcpm_trylock(&map_lock))
 		return false;
 	bool ok = true;
-	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++)
-		if (!atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
-			ok = false; /* a new leaf needs meta_lock: give up */
+	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
+			continue;
+		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
+		if (leaf)
+			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
+		else
+			ok = false;
+	}
 	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
 		struct region *_Atomic *leaf =
 			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
@@ -81,9 +104,11 @@ struct region *pcpm_region_new_try(void)
 	if (r)
 		region_free_list = r->next_free;
 	pcpm_unlock(&meta_lock);
-	if (r)
+	if (r) {
 		memset(r, 0, sizeof(*r));
-	return r;
+		return r;
+	}
+	return meta_alloc_try(sizeof(struct region));
 }
 
 struct page *pcpm_page_of_slow(const void *p)
@@ -183,7 +208,6 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 }
 
 /* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */
-static char *meta_cur, *meta_end;
 
 void *pcpm_meta_alloc(size_t len)
 {

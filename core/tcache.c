@@ -143,6 +143,7 @@ void tcache_free_slow(void *p, unsigned cls)
 	}
 	flush_bin(tc, cls, batch_for(cls));
 	if (!tcache_push(p, cls)) {
+		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
 		slab_free_bulk(cls, p, 1);
