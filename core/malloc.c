@@ -481,19 +481,24 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 /* The key word matched: confirm or rule out a double free, then free normally. */
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 {
+	PCPM_INSIDE_BEGIN();
 	tcache_check_double_free(p, head, call);
 	if (!tcache_push(p, head->cls))
 		tcache_free_slow(p, head->cls);
+	PCPM_INSIDE_END();
 }
 
 void pcpm_free_generic(void *p, const char *call)
 {
 	if (!p)
 		return;
+	PCPM_INSIDE_BEGIN();
 	struct page *pg = pcpm_page_of(p);
 	if (pg && pg->state == PG_SLAB)
-		return pcpm_free_slab(p, pg->slab_head, call);
-	pcpm_free_slow(p, pg, call);
+		pcpm_free_slab(p, pg->slab_head, call);
+	else
+		pcpm_free_slow(p, pg, call);
+	PCPM_INSIDE_END();
 }
 
 /*
@@ -525,7 +530,16 @@ out:
 	return p;
 }
 
+static void *__malloc_slow(size_t n);
 void *pcpm_malloc_slow(size_t n)
+{
+	PCPM_INSIDE_BEGIN();
+	void *p = __malloc_slow(n);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__malloc_slow(size_t n)
 {
 	if (unlikely(pcpm_sig_depth))
 		return malloc_nested(n, 0);
@@ -623,7 +637,16 @@ static void *realloc_move(void *p, size_t old_usable, size_t size)
 	return q;
 }
 
+static void *__realloc(void *p, size_t size);
 void *pcpm_realloc(void *p, size_t size)
+{
+	PCPM_INSIDE_BEGIN();
+	void *q = __realloc(p, size);
+	PCPM_INSIDE_END();
+	return q;
+}
+
+static void *__realloc(void *p, size_t size)
 {
 	if (!p)
 		return pcpm_malloc(size);
@@ -706,8 +729,17 @@ void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
 
 /* ---- aligned allocation --------------------------------------------------------------- */
 
+static void *__aligned_alloc_pow2(size_t align, size_t size);
 /* align: a power of two >= 16. */
 static void *aligned_alloc_pow2(size_t align, size_t size)
+{
+	PCPM_INSIDE_BEGIN();
+	void *p = __aligned_alloc_pow2(align, size);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
@@ -801,13 +833,16 @@ void *pcpm_pvalloc(size_t size)
 int pcpm_trim(size_t pad)
 {
 	(void)pad;
+	PCPM_INSIDE_BEGIN();
 	pcpm_init();
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();
 	huge_drain_deferred();
 	huge_cache_drain();
-	return zone_purge(&pcpm_zone, 0, 0) > 0;
+	int r = zone_purge(&pcpm_zone, 0, 0) > 0;
+	PCPM_INSIDE_END();
+	return r;
 }
 
 void pcpm_mallinfo(struct pcpm_mallinfo *mi)
@@ -845,10 +880,16 @@ void pcpm_huge_stats_add(struct pcpm_stats *s)
  * huge, map/meta, tcache registry) so the child gets consistent data; the child then
  * resets the locks instead of unlocking (its owners do not exist there).
  */
+/* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
+static __thread int fork_was_inside;
+
 void pcpm_fork_prepare(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	fork_was_inside = pcpm_inside;
+	pcpm_inside = 1;
+	atomic_signal_fence(memory_order_seq_cst);
 	pcpm_lock(&init_lock);
 	slab_lock_all();
 	pcp_lock_all();
@@ -869,6 +910,8 @@ void pcpm_fork_parent(void)
 	pcp_unlock_all();
 	slab_unlock_all();
 	pcpm_unlock(&init_lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
 }
 
 void pcpm_fork_child(void)
@@ -883,4 +926,6 @@ void pcpm_fork_child(void)
 	pcp_reset_locks();
 	slab_reset_locks();
 	pcpm_lock_reset(&init_lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
 }

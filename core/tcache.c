@@ -89,7 +89,16 @@ static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 	slab_free_bulk(cls, first, n);
 }
 
+static void *__tcache_alloc_slow(unsigned cls);
 void *tcache_alloc_slow(unsigned cls)
+{
+	PCPM_INSIDE_BEGIN();
+	void *p = __tcache_alloc_slow(cls);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__tcache_alloc_slow(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	if (unlikely(pcpm_sig_depth))
@@ -123,7 +132,15 @@ void *tcache_alloc_slow(unsigned cls)
 	return p;
 }
 
+static void __tcache_free_slow(void *p, unsigned cls);
 void tcache_free_slow(void *p, unsigned cls)
+{
+	PCPM_INSIDE_BEGIN();
+	__tcache_free_slow(p, cls);
+	PCPM_INSIDE_END();
+}
+
+static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	if (unlikely(pcpm_secure))
@@ -218,6 +235,7 @@ static void tcache_thread_exit(void *arg)
 	struct tcache *tc = arg;
 	if (tc != &pcpm_tc || tc->state != TC_ACTIVE)
 		return;
+	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 		tc->bins[c].avail = 0;
@@ -302,6 +320,7 @@ void tcache_fork_child(void)
  * fast path pays nothing; a signal costs two sigprocmask calls and a 1 KiB copy.
  */
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
+__thread int pcpm_inside __attribute__((tls_model("initial-exec")));
 static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
 
 void pcpm_signal_enter(void)

@@ -78,6 +78,23 @@ extern __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec"))) PC
 void pcpm_signal_enter(void);
 void pcpm_signal_exit(void);
 
+/*
+ * The per-thread "inside allocator" flag of kernel-pcp.md §12.2, kept by the slow paths only
+ * (the fast paths run entirely in pcpmalloc's own code, which the signal wrapper recognises
+ * from the interrupted program counter).  A handler that interrupted neither runs the normal
+ * paths, and may leave with siglongjmp.  PCPM_INSIDE_BEGIN/END bracket a slow path.
+ */
+extern __thread int pcpm_inside __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+#define PCPM_INSIDE_BEGIN()                                                                        \
+	int pcpm_was_inside_ = pcpm_inside;                                                        \
+	pcpm_inside = 1;                                                                           \
+	atomic_signal_fence(memory_order_seq_cst)
+#define PCPM_INSIDE_END()                                                                          \
+	do {                                                                                       \
+		atomic_signal_fence(memory_order_seq_cst);                                         \
+		pcpm_inside = pcpm_was_inside_;                                                    \
+	} while (0)
+
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */
 static inline void tcache_ensure(void)

@@ -9,6 +9,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,7 +67,13 @@ void pcpm_vmstat_start(void)
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 64 << 10);
-		if (pthread_create(&t, &attr, vmstat_worker, NULL) != 0) {
+		/* the worker takes allocator locks: no program signal handler may run on it */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		int rc = pthread_create(&t, &attr, vmstat_worker, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
 			pcpm_vmstat_wanted = 0;
 			if (pcpm_cfg.verbose)
 				pcpm_warn("cannot start the decay thread; decay stays lazy");
