@@ -420,7 +420,9 @@ static void large_secure_release(char *p, struct page *pg, const char *call)
 	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
 	secure_check_canary(p, p + req, p + gp, call);
 	pcpm_os_commit(p + gp, PAGE_SIZE);
-	memset(p, SECURE_JUNK, req);
+	/* junk over the first 64 KiB: enough to spoil stale pointers and headers a dangling
+	 * reader would use, without a full pass over multi-megabyte blocks */
+	memset(p, SECURE_JUNK, MIN(req, (size_t)64 << 10));
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one

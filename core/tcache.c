@@ -42,6 +42,11 @@ void pcpm_tcache_init(void)
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
 
+/* Secure mode's per-thread stacks: small, so freed blocks do not stay junk-filled in a
+ * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
+#define SECURE_CACHE_CAP 16
+#define SECURE_BATCH 8
+
 static inline unsigned batch_for(unsigned cls)
 {
 	unsigned cap = pcpm_tcache_cap[cls];
@@ -53,8 +58,10 @@ void tcache_setup(void)
 	struct tcache *tc = &pcpm_tc;
 	if (tc->state != TC_UNINIT)
 		return;
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		tc->bins[c].avail = pcpm_tcache_cap[c];
+		tc->sbins[c].avail = pcpm_secure && pcpm_cfg.tcache ? SECURE_CACHE_CAP : 0;
+	}
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
 	tc->next = registry;
@@ -72,11 +79,27 @@ static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 	return pcpm_tcache_cap[cls] - tc->bins[cls].avail;
 }
 
+/* Objects on secure mode's stack of class cls. */
+static inline unsigned sbin_count(struct tcache *tc, unsigned cls)
+{
+	return tc->sbins[cls].avail > SECURE_CACHE_CAP || !tc->sbins[cls].head
+		       ? 0
+		       : SECURE_CACHE_CAP - tc->sbins[cls].avail;
+}
+
+static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n);
+
 static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 {
 	struct tcache_bin *b = &tc->bins[cls];
 	if (n > bin_count(tc, cls))
 		n = bin_count(tc, cls);
+	flush_stack(tc, b, cls, n);
+}
+
+/* Gives the n objects on top of stack b back to the slab. */
+static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n)
+{
 	if (!n)
 		return;
 	void *first = b->head, *last = first;
@@ -107,6 +130,23 @@ static void *__tcache_alloc_slow(unsigned cls)
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail <= SECURE_CACHE_CAP &&
+	    (tc->sbins[cls].head || tc->sbins[cls].avail)) {
+		struct tcache_bin *sb = &tc->sbins[cls];
+		if (!sb->head) {
+			unsigned got = slab_alloc_bulk(cls, SECURE_BATCH, &sb->head, pcpm_free_key);
+			if (!got)
+				return NULL;
+			sb->avail -= got;
+			tc->refills++;
+		}
+		void *p = sb->head;
+		sb->head = fl_decode(p, "malloc");
+		sb->avail++;
+		((uintptr_t *)p)[1] = 0;
+		tc->malloc_calls++;
+		return p;
+	}
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */
 		if (!slab_alloc_bulk(cls, 1, &head, 0))
@@ -151,6 +191,17 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		return;
 	}
 	tcache_ensure();
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
+		struct tcache_bin *sb = &tc->sbins[cls];
+		if (!sb->avail)
+			flush_stack(tc, sb, cls, SECURE_BATCH);
+		fl_store(p, sb->head);
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		sb->head = p;
+		sb->avail--;
+		tc->free_calls++;
+		return;
+	}
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
@@ -185,8 +236,9 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
 		if (tc == &pcpm_tc)
 			continue;
-		const void *o = __atomic_load_n(&tc->bins[cls].head, __ATOMIC_RELAXED);
-		for (unsigned n = pcpm_tcache_cap[cls]; o && n; n--) {
+		const void *o = __atomic_load_n(pcpm_secure ? &tc->sbins[cls].head : &tc->bins[cls].head,
+						__ATOMIC_RELAXED);
+		for (unsigned n = pcpm_secure ? SECURE_CACHE_CAP : pcpm_tcache_cap[cls]; o && n; n--) {
 			struct page *pg = pcpm_page_of(o);
 			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
 				break;
@@ -212,6 +264,10 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 	for (void *o = tc->bins[cls].head; o && limit; o = fl_decode(o, call), limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
+	limit = tc->state == TC_ACTIVE ? sbin_count(tc, cls) : 0;
+	for (void *o = tc->sbins[cls].head; o && limit; o = fl_decode(o, call), limit--)
+		if (o == p)
+			pcpm_fatal("%s(): double free %p", call, p);
 	if (slab_object_is_free(head, p))
 		pcpm_fatal("%s(): double free %p", call, p);
 	if (tcache_in_other_cache(p, cls))
@@ -222,8 +278,10 @@ void tcache_flush_all(struct tcache *tc)
 {
 	if (tc->state != TC_ACTIVE)
 		return;
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		flush_bin(tc, c, bin_count(tc, c));
+		flush_stack(tc, &tc->sbins[c], c, sbin_count(tc, c));
+	}
 }
 
 /*
@@ -238,7 +296,7 @@ static void tcache_thread_exit(void *arg)
 	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-		tc->bins[c].avail = 0;
+		tc->bins[c].avail = tc->sbins[c].avail = 0;
 	tc->state = TC_DEAD;
 	pcpm_lock(&registry_lock);
 	if (tc->prev)
