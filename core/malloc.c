@@ -380,7 +380,7 @@ static void *large_alloc(size_t size, size_t align)
 	if (unlikely(pcpm_sig_depth))
 		return huge_alloc_nested(size, align);
 	size_t req = size;
-	if (unlikely(pcpm_secure))
+	if (unlikely(pcpm_secure) && size >= SECURE_GUARD_MIN)
 		size += PAGE_SIZE; /* room for the guard page */
 	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
 		return huge_alloc(req, align);
@@ -409,7 +409,8 @@ static void *large_alloc(size_t size, size_t align)
 		pg->req_size = req;
 		pg->flags |= PG_DIRTY;
 		secure_fill_canary(p + req, p + gp);
-		pcpm_os_guard(p + gp, PAGE_SIZE);
+		if (req >= SECURE_GUARD_MIN)
+			pcpm_os_guard(p + gp, PAGE_SIZE);
 	}
 	return p;
 }
@@ -419,7 +420,8 @@ static void large_secure_release(char *p, struct page *pg, const char *call)
 {
 	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
 	secure_check_canary(p, p + req, p + gp, call);
-	pcpm_os_commit(p + gp, PAGE_SIZE);
+	if (req >= SECURE_GUARD_MIN)
+		pcpm_os_commit(p + gp, PAGE_SIZE);
 	/* junk over the first 64 KiB: enough to spoil stale pointers and headers a dangling
 	 * reader would use, without a full pass over multi-megabyte blocks */
 	memset(p, SECURE_JUNK, MIN(req, (size_t)64 << 10));

@@ -12,7 +12,7 @@
  *    malloc checks it when it hands the object out again: a write into a free block is
  *    reported as "pcpmalloc: malloc(): write after free in 0x...".
  *  - slabs hand out their objects in random order (SLAB_FREELIST_RANDOM).
- *  - large blocks (page runs) and huge mappings end in a PROT_NONE guard page (the bytes
+ *  - large blocks of 64 KiB and more and huge mappings end in a PROT_NONE guard page (the bytes
  *    between the end of the request and the guard carry the canary), freed ones are
  *    junk-filled, and huge mappings are unmapped at once instead of cached; the page
  *    descriptor array and the metadata chunks get guard pages too.
@@ -26,6 +26,10 @@
 
 #define SECURE_TRAILER 8 /* bytes of a small slot that hold the trailer */
 #define SECURE_JUNK 0xdf /* fill of freed memory */
+/* Large blocks from this size on get a guard page: below it the two mprotect calls per
+ * malloc/free pair (and the split arena mapping) would cost more than the block's use;
+ * smaller page runs have the canary only. */
+#define SECURE_GUARD_MIN (64UL << 10)
 
 /* pcpm_cfg.secure, copied at init for the slow paths' branch. */
 extern int pcpm_secure PCPM_HIDDEN;

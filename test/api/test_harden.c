@@ -337,12 +337,12 @@ static void overflow_large_1(void)
 	free(tu_opaque_ptr(p));
 }
 
-/* Writing on past the end of a large block's last page (a 4 KiB stride reaches it). */
+/* Writing on past the end of a large block's last page (a 512-byte stride reaches it). */
 static void overflow_large_page(void)
 {
-	char *p = malloc(20480);
+	char *p = malloc(102400);
 	report_pointer(p);
-	for (size_t i = 20480; i < 20480 + 8192; i += 512)
+	for (size_t i = 102400; i < 102400 + 8192; i += 512)
 		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
 	free(tu_opaque_ptr(p));
 }
