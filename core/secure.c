@@ -55,9 +55,17 @@ size_t secure_small_size(const void *p, size_t slot, const char *call)
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
 {
 	uint8_t c = canary_byte();
-	for (const char *q = from; q < to; q++)
+	const char *q = from;
+	for (; q < to && ((uintptr_t)q & 7); q++)
 		if (unlikely((uint8_t)*q != c))
 			overflow(call, p);
+	uint64_t cw = 0x0101010101010101ULL * c, diff = 0;
+	for (; q + 8 <= to; q += 8) /* whole words: OR the differences, test once */
+		diff |= *(const uint64_t *)q ^ cw;
+	for (; q < to; q++)
+		diff |= (uint8_t)*q ^ c;
+	if (unlikely(diff))
+		overflow(call, p);
 }
 
 void secure_fill_canary(char *from, char *to)
