@@ -5,6 +5,7 @@
  */
 #include "arena.h"
 #include "config.h"
+#include "vgmode.h"
 
 #include <errno.h>
 #include <string.h>
@@ -74,6 +75,10 @@ struct page *pcpm_page_of_slow(const void *p)
 struct arena *pcpm_arena_create(size_t min_bytes)
 {
 	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
+	/* memcheck mode: slot 0 (pcpm_arena0, the arena the free fast path knows) stays empty,
+	 * so that every free reaches the annotated slow path */
+	if (n == 0 && pcpm_vg)
+		n = 1;
 	if (n >= MAX_ARENAS)
 		return NULL;
 	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
@@ -142,6 +147,7 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
+	vg_fresh(a->base + c, len);
 	pcpm_map_set(a->base + c, len, a->region);
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);
 	return first;

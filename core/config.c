@@ -82,6 +82,8 @@ static const struct tunable table[] = {
 	  "hwloc XML file: size the pcps for that machine instead of this one" },
 	{ "PCPMALLOC_TOPOLOGY_SYNTHETIC", T_STR, NULL, &pcpm_cfg.topology_synthetic, 0, 0, 0, NULL,
 	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine" },
+	{ "PCPMALLOC_VALGRIND", T_ENUM, I(valgrind), AUTO, -1, 1, "0|1",
+	  "memcheck mode (client requests, no thread caches, quarantine): auto = when memcheck runs the process" },
 	{ "PCPMALLOC_TOPOLOGY_LIB", T_STR, NULL, &pcpm_cfg.topology_lib, 0, 0, 0, NULL,
 	  "the hwloc library to dlopen (default libhwloc.so.15)" },
 };

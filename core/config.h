@@ -47,6 +47,7 @@ struct pcpm_config {
 	const char *topology_xml;	/* PCPMALLOC_TOPOLOGY_XML: hwloc XML file of a fake machine */
 	const char *topology_synthetic; /* PCPMALLOC_TOPOLOGY_SYNTHETIC: hwloc synthetic description */
 	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
+	int valgrind;		/* PCPMALLOC_VALGRIND: AUTO (memcheck detected) | 0 | 1 */
 };
 
 extern struct pcpm_config pcpm_cfg;

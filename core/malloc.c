@@ -7,6 +7,7 @@
 #include "config.h"
 #include "topology.h"
 #include "vmstat.h"
+#include "vgmode.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@ void pcpm_init(void)
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
+		pcpm_vg_init();
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		pcpm_pcp_init();
@@ -354,15 +356,21 @@ void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 		tcache_free_slow(p, head->cls);
 }
 
+static void vg_free(void *p, struct page *pg, const char *call);
+
 void pcpm_free_generic(void *p, const char *call)
 {
 	if (!p)
 		return;
 	struct page *pg = pcpm_page_of(p);
+	if (unlikely(pcpm_vg))
+		return vg_free(p, pg, call);
 	if (pg && pg->state == PG_SLAB)
 		return pcpm_free_slab(p, pg->slab_head, call);
 	pcpm_free_slow(p, pg, call);
 }
+
+static size_t raw_usable(const void *p);
 
 void *pcpm_malloc_slow(size_t n)
 {
@@ -379,10 +387,13 @@ void *pcpm_malloc_slow(size_t n)
 		if (p)
 			count_malloc();
 	}
-	if (unlikely(!p))
+	if (unlikely(!p)) {
 		errno = ENOMEM;
-	else
-		pcpm_topology_maybe_discover();
+		return NULL;
+	}
+	if (unlikely(pcpm_vg))
+		pcpm_vg_alloced(p, n, raw_usable(p), false);
+	pcpm_topology_maybe_discover();
 	return p;
 }
 
@@ -402,6 +413,8 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		memset(p, 0, n);
 		return p;
 	}
+	if (unlikely(pcpm_vg)) /* memcheck: zeros it knows to be defined */
+		VALGRIND_MAKE_MEM_DEFINED(p, n);
 	/* Page runs never written since they were committed or purged read as zero, and so
 	 * do fresh or purged huge mappings; a reused resident one is cleared. */
 	struct page *pg = pcpm_page_of(p);
@@ -416,10 +429,9 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 	return p;
 }
 
-size_t pcpm_usable_size(const void *p)
+/* Usable bytes of the block p (not NULL); aborts when p is no block. */
+static size_t raw_usable(const void *p)
 {
-	if (!p)
-		return 0;
 	struct page *pg = pcpm_page_of(p);
 	if (pg) {
 		if (pg->state == PG_SLAB) {
@@ -438,6 +450,18 @@ size_t pcpm_usable_size(const void *p)
 	return r->len;
 }
 
+size_t pcpm_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	size_t u = raw_usable(p);
+	/* memcheck mode: the size asked for, as memcheck's own malloc_usable_size answers;
+	 * the bytes past it are no-access */
+	if (unlikely(pcpm_vg))
+		u = pcpm_vg_block_size(p, u);
+	return u;
+}
+
 static void *realloc_move(void *p, size_t old_usable, size_t size)
 {
 	void *q = pcpm_malloc(size);
@@ -448,8 +472,12 @@ static void *realloc_move(void *p, size_t old_usable, size_t size)
 	return q;
 }
 
+static void *vg_realloc(void *p, size_t size);
+
 void *pcpm_realloc(void *p, size_t size)
 {
+	if (unlikely(pcpm_vg))
+		return vg_realloc(p, size);
 	if (!p)
 		return pcpm_malloc(size);
 	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
@@ -524,12 +552,22 @@ void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
 
 /* ---- aligned allocation --------------------------------------------------------------- */
 
+static void *aligned_alloc_core(size_t align, size_t size);
+
 /* align: a power of two >= 16. */
 static void *aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
 	pcpm_init();
+	void *p = aligned_alloc_core(align, size);
+	if (unlikely(pcpm_vg) && p)
+		pcpm_vg_alloced(p, size, raw_usable(p), false);
+	return p;
+}
+
+static void *aligned_alloc_core(size_t align, size_t size)
+{
 	if (size > PTRDIFF_MAX || align > PTRDIFF_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
@@ -612,10 +650,14 @@ void *pcpm_pvalloc(size_t size)
 
 /* ---- trim, info, fork ----------------------------------------------------------------- */
 
+static void vg_release(void *p);
+
 int pcpm_trim(size_t pad)
 {
 	(void)pad;
 	pcpm_init();
+	if (unlikely(pcpm_vg))
+		pcpm_vg_quarantine_drain(vg_release);
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();
@@ -663,6 +705,7 @@ void pcpm_fork_prepare(void)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	pcpm_lock(&init_lock);
+	pcpm_vg_fork_prepare();
 	slab_lock_all();
 	pcp_lock_all();
 	pcpm_lock(&pcpm_zone.lock);
@@ -681,6 +724,7 @@ void pcpm_fork_parent(void)
 	pcpm_unlock(&pcpm_zone.lock);
 	pcp_unlock_all();
 	slab_unlock_all();
+	pcpm_vg_fork_parent();
 	pcpm_unlock(&init_lock);
 }
 
@@ -695,5 +739,96 @@ void pcpm_fork_child(void)
 	pcpm_lock_reset(&pcpm_zone.lock);
 	pcp_reset_locks();
 	slab_reset_locks();
+	pcpm_vg_fork_child();
 	pcpm_lock_reset(&init_lock);
+}
+
+/* ---- memcheck mode (vgmode.h): the annotated free and realloc ------------------------ */
+
+/* Usable bytes of p when it is a block pcpmalloc handed out (live or in the quarantine;
+ * a slab object may also be free), 0 when the normal free path must classify it. */
+static size_t vg_block_usable(const void *p, struct page *pg)
+{
+	if (pg) {
+		if (pg->state == PG_SLAB) {
+			struct page *head = pg->slab_head;
+			long idx = slab_obj_index(head, p);
+			if (idx < 0 || (idx == 0 && head->slab_cache->objects > 1))
+				return 0; /* object 0 is never handed out in this mode */
+			return head->slab_cache->size;
+		}
+		if (pg->state == PG_LARGE && p == page_address(pg))
+			return (size_t)pg->npages << PAGE_SHIFT;
+		return 0;
+	}
+	struct region *r = pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && r->base == p && huge_state(r) == HUGE_LIVE)
+		return r->len;
+	return 0;
+}
+
+/* The quarantine mark in a block's second word (the free key is odd; this differs). */
+static inline uintptr_t vg_quarantine_key(void)
+{
+	return pcpm_free_key ^ 2;
+}
+
+/* A block leaves the quarantine: the real free. */
+static void vg_release(void *p)
+{
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		unsigned cls = pg->slab_head->cls;
+		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
+		((uintptr_t *)p)[1] = 0;
+		if (!tcache_push(p, cls))
+			tcache_free_slow(p, cls);
+		return;
+	}
+	pcpm_free_slow(p, pg, "free");
+}
+
+static void vg_free(void *p, struct page *pg, const char *call)
+{
+	size_t usable = vg_block_usable(p, pg);
+	/* memcheck reports a bad free with the program's stack; pcpmalloc then aborts */
+	VALGRIND_FREELIKE_BLOCK(p, 0);
+	if (!usable)
+		pcpm_free_slow(p, pg, call); /* aborts: no block of pcpmalloc's */
+	vg_open_obj(p);
+	uintptr_t key = ((uintptr_t *)p)[1];
+	if (key == vg_quarantine_key())
+		double_free(call, p);
+	if (pg && key == pcpm_free_key)
+		tcache_check_double_free(p, pg->slab_head, call);
+	((uintptr_t *)p)[1] = vg_quarantine_key();
+	vg_close_obj(p);
+	tcache_count(true);
+	pcpm_vg_quarantine(p, usable, vg_release);
+}
+
+/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness. */
+static void *vg_realloc(void *p, size_t size)
+{
+	if (!p)
+		return pcpm_malloc(size);
+	if (size == 0) {
+		pcpm_free_call(p, "realloc");
+		return NULL;
+	}
+	if (unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct page *pg = pcpm_page_of(p);
+	size_t usable = vg_block_usable(p, pg);
+	if (!usable)
+		pcpm_free_slow(p, pg, "realloc"); /* aborts */
+	size_t old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
+	void *q = pcpm_malloc(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, MIN(old, size));
+	pcpm_free_call(p, "realloc");
+	return q;
 }

@@ -4,6 +4,7 @@
 #include "zone.h"
 #include "config.h"
 #include "vmstat.h"
+#include "vgmode.h"
 
 struct zone pcpm_zone;
 
@@ -92,13 +93,21 @@ static bool zone_grow(struct zone *z)
 			return false;
 	}
 	size_t n = chunk >> PAGE_SHIFT;
+	z->managed_pages += n;
+	z->zone_grow++;
+	if (unlikely(pcpm_vg) && first == z->arena->desc) {
+		/* memcheck mode: the arena header points at page 0; a block there would never
+		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form. */
+		first[1].arena = (uint8_t)z->arena->idx; /* __free_pages_range finds the arena */
+		__free_pages_range(z, first + 1, n - 1, 0);
+		z->pgfree_zone -= n - 1;
+		return true;
+	}
 	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER) {
 		set_buddy(first + i, MAX_PAGE_ORDER, 0, (uint8_t)z->arena->idx);
 		first[i].freed_ms = 0;
 		add_free(z, first + i, MAX_PAGE_ORDER, true);
 	}
-	z->managed_pages += n;
-	z->zone_grow++;
 	return true;
 }
 
