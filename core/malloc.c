@@ -785,6 +785,9 @@ static void vg_release(void *p)
 			tcache_free_slow(p, cls);
 		return;
 	}
+	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
+	((uintptr_t *)p)[1] = 0;
+	vg_close_obj(p);
 	pcpm_free_slow(p, pg, "free");
 }
 
@@ -799,7 +802,7 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	uintptr_t key = ((uintptr_t *)p)[1];
 	if (key == vg_quarantine_key())
 		double_free(call, p);
-	if (pg && key == pcpm_free_key)
+	if (pg && pg->state == PG_SLAB && key == pcpm_free_key)
 		tcache_check_double_free(p, pg->slab_head, call);
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
