@@ -13,11 +13,64 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static void huge_cache_decay(uint64_t now);
 
 static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
 static _Atomic int init_done;
+
+/*
+ * PCPMALLOC_VERBOSE=1: the configuration in force, as one block written with one write(2)
+ * (built in a static buffer under init_lock: no malloc, nothing on a small stack).
+ */
+static char config_block[8192];
+
+static void print_configuration(void)
+{
+	static const char *const cpu_src[] = {"rseq", "sched_getcpu", "thread-id hash"};
+	static const char *const topo[] = {"lazy", "now", "off"};
+	char *b = config_block;
+	size_t len = sizeof(config_block), n = 0;
+	n = pcpm_bappend(b, len, n, "pcpmalloc: pcpmalloc %s in pid %d: configuration in force\n",
+			 PCPM_VERSION, (int)getpid());
+	n = pcpm_config_describe(b, len, n);
+	const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(0);
+	const struct per_cpu_pages *pcp = &pcpm_pcp[0];
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   cpus: %d pcp slots, %d CPUs usable; current CPU from %s\n",
+			 pcpm_nr_cpus, pcpm_nr_online,
+			 pcp_uses_rseq() ? "rseq" : cpu_src[pcpm_cfg.cpu_source == CPU_TID ? 2 : 1]);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   caches (cpu 0): L2 %zu KiB, LLC %zu KiB shared by %d, slice %zu KiB "
+			 "(provisional; hwloc discovery: %s)\n",
+			 cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared, cc->slice_bytes >> 10,
+			 topo[pcpm_cfg.topology]);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   pcp (cpu 0): batch %d, high_min %d, high_max %d pages, "
+			 "free_high_batch %s, high policy %s\n",
+			 pcp->batch, pcp->high_min, pcp->high_max,
+			 (pcp->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off",
+			 pcpm_cfg.high_policy ? "heap" : "cache");
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   slab: %d size classes, 16 B .. %d KiB; thread caches %s, %u objects "
+			 "per refill/flush\n",
+			 NR_SIZE_CLASSES, SLAB_MAX_SIZE >> 10,
+			 pcpm_tcache_cap[0] ? "on" : "off", tcache_fbatch());
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   arena: %zu MiB of address space reserved per arena (when the first "
+			 "is needed), committed %d MiB at a time; own mappings above %lu MiB\n",
+			 pcpm_arena_reserve_bytes() >> 20, pcpm_cfg.arena_chunk_mb, HUGE_THRESHOLD >> 20);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   purge: free memory unused for %d ms, or beyond %d%% of the recent "
+			 "peak in use (at least %d MiB); decay thread %s\n",
+			 pcpm_cfg.decay_ms, pcpm_cfg.dirty_pct, pcpm_cfg.dirty_min_mb,
+			 pcpm_cfg.decay_thread ? "on (started at the first allocation)" : "off");
+	n = pcpm_bappend(b, len, n, "pcpmalloc:   valgrind: memcheck mode %s\n",
+			 pcpm_vg ? "on" : "off");
+	n = pcpm_bappend(b, len, n, "pcpmalloc: end of configuration\n");
+	pcpm_write_stderr(b, n);
+}
 
 void pcpm_init(void)
 {
@@ -35,6 +88,8 @@ void pcpm_init(void)
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
 		pcpm_periodic_hook = huge_cache_decay;
 		pcpm_stats_init();
+		if (pcpm_cfg.verbose)
+			print_configuration();
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);
@@ -129,8 +184,11 @@ static void *huge_alloc(size_t size, size_t align)
 		pcpm_unlock(&huge_lock);
 	}
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
-	if (!p)
+	if (!p) {
+		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
+			     MAX(align, HUGE_ALIGN) >> 10, errno);
 		return NULL;
+	}
 	struct region *r = pcpm_region_new();
 	if (!r) {
 		pcpm_os_unmap(p, len);
@@ -222,7 +280,9 @@ static void huge_cache_decay(uint64_t now)
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
-		pcpm_os_purge(r->base, r->len);
+		if (!pcpm_os_purge(r->base, r->len))
+			pcpm_verbose("purge: madvise of a cached %zu KiB mapping failed: errno %d",
+				     r->len >> 10, pcpm_purge_errno);
 		r->dirty = 0;
 		pcpm_lock(&huge_lock);
 		if (!huge_cache[i]) {

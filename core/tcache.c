@@ -41,6 +41,11 @@ void pcpm_tcache_init(void)
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
 
+unsigned tcache_fbatch(void)
+{
+	return fbatch;
+}
+
 static inline unsigned batch_for(unsigned cls)
 {
 	unsigned cap = pcpm_tcache_cap[cls];

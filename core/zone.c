@@ -80,8 +80,10 @@ static bool zone_grow(struct zone *z)
 		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
 		 * where a small one fits */
 		struct arena *a = pcpm_arena_create(4UL << 20);
-		if (!a)
+		if (!a) {
+			pcpm_verbose("zone: cannot grow: no arena can be reserved (out of address space)");
 			return false;
+		}
 		z->arena = a;
 		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);
@@ -89,8 +91,10 @@ static bool zone_grow(struct zone *z)
 			chunk = 4UL << 20;
 			first = pcpm_arena_grow(a, chunk);
 		}
-		if (!first)
+		if (!first) {
+			pcpm_verbose("zone: cannot commit a new arena's first 4 MiB (out of memory)");
 			return false;
+		}
 	}
 	size_t n = chunk >> PAGE_SHIFT;
 	z->managed_pages += n;
@@ -370,7 +374,10 @@ static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now)
 {
 	size_t bytes = 0;
 	for (unsigned i = 0; i < iso->n; i++) {
-		pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i]);
+		if (!pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i]))
+			pcpm_verbose("purge: madvise(%p, %lu KiB, MADV_DONTNEED) failed: errno %d",
+				     (void *)page_address(iso->pg[i]), (PAGE_SIZE << iso->order[i]) >> 10,
+				     pcpm_purge_errno);
 		iso->pg[i]->flags &= ~PG_DIRTY;
 		bytes += PAGE_SIZE << iso->order[i];
 	}
