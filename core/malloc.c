@@ -18,6 +18,7 @@
 static void huge_cache_decay(uint64_t now);
 
 static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
+static uintptr_t huge_base_mask; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
 static _Atomic int init_done;
 
 /*
@@ -80,6 +81,7 @@ void pcpm_init(void)
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
 		pcpm_vg_init();
+		huge_base_mask = pcpm_vg ? (uintptr_t)1 << 63 : 0;
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		pcpm_pcp_init();
@@ -144,14 +146,30 @@ enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
 
 static void huge_unmap(struct region *r);
 
+/*
+ * The user pointer of a huge mapping.  In memcheck mode it is stored with its top bit set
+ * (not a pointer memcheck's leak check would follow), so that a leaked huge block shows as
+ * "definitely lost", not as reachable from pcpmalloc's region table.
+ */
+
+static inline char *huge_base(const struct region *r)
+{
+	return (char *)((uintptr_t)r->base ^ huge_base_mask);
+}
+
+static inline void huge_set_base(struct region *r, char *p)
+{
+	r->base = (char *)((uintptr_t)p ^ huge_base_mask);
+}
+
 /* Shrinks a mapping in place to len bytes (len < r->len). */
 static void huge_shrink(struct region *r, size_t len)
 {
-	pcpm_map_set(r->base, r->len, NULL);
-	pcpm_os_unmap(r->base + len, r->len - len);
+	pcpm_map_set(huge_base(r), r->len, NULL);
+	pcpm_os_unmap(huge_base(r) + len, r->len - len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
 	r->len = len;
-	pcpm_map_set(r->base, len, r);
+	pcpm_map_set(huge_base(r), len, r);
 }
 
 static void *huge_alloc(size_t size, size_t align)
@@ -179,7 +197,7 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r->len > len + len / 4)
 				huge_shrink(r, len);
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
-			return r->base;
+			return huge_base(r);
 		}
 		pcpm_unlock(&huge_lock);
 	}
@@ -195,7 +213,7 @@ static void *huge_alloc(size_t size, size_t align)
 		return NULL;
 	}
 	r->kind = REGION_HUGE;
-	r->base = p;
+	huge_set_base(r, p);
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
@@ -207,8 +225,8 @@ static void *huge_alloc(size_t size, size_t align)
 
 static void huge_unmap(struct region *r)
 {
-	pcpm_map_set(r->base, r->len, NULL);
-	pcpm_os_unmap(r->base, r->len);
+	pcpm_map_set(huge_base(r), r->len, NULL);
+	pcpm_os_unmap(huge_base(r), r->len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
 	pcpm_region_free(r);
@@ -280,7 +298,7 @@ static void huge_cache_decay(uint64_t now)
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
-		if (!pcpm_os_purge(r->base, r->len))
+		if (!pcpm_os_purge(huge_base(r), r->len))
 			pcpm_verbose("purge: madvise of a cached %zu KiB mapping failed: errno %d",
 				     r->len >> 10, pcpm_purge_errno);
 		r->dirty = 0;
@@ -306,8 +324,8 @@ static void *huge_realloc(struct region *r, size_t size)
 {
 	size_t len = ALIGN_UP(size, PAGE_SIZE);
 	if (len == r->len)
-		return r->base;
-	char *old = r->base;
+		return huge_base(r);
+	char *old = huge_base(r);
 	size_t oldlen = r->len;
 	void *p = mremap(old, oldlen, len, 0);
 	if (p == MAP_FAILED) {
@@ -323,7 +341,7 @@ static void *huge_realloc(struct region *r, size_t size)
 	}
 	if (p != old || len < oldlen)
 		pcpm_map_set(old, oldlen, NULL);
-	r->base = p;
+	huge_set_base(r, p);
 	r->len = len;
 	pcpm_map_set(p, len, r);
 	if (len > oldlen)
@@ -398,7 +416,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 		bad_page_pointer(call, p, pg);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (r && r->kind == REGION_HUGE && r->base == p) {
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
 		if (huge_state(r) == HUGE_CACHED)
 			double_free(call, p);
 		tcache_count(true);
@@ -505,7 +523,7 @@ static size_t raw_usable(const void *p)
 		pcpm_bad_pointer("malloc_usable_size", p);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || r->base != p || huge_state(r) != HUGE_LIVE)
+	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
 		pcpm_bad_pointer("malloc_usable_size", p);
 	return r->len;
 }
@@ -587,7 +605,7 @@ void *pcpm_realloc(void *p, size_t size)
 		return realloc_move(p, usable, size);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || r->base != p)
+	if (!r || r->kind != REGION_HUGE || huge_base(r) != p)
 		pcpm_bad_pointer("realloc", p);
 	if (huge_state(r) == HUGE_CACHED)
 		double_free("realloc", p);
@@ -822,7 +840,7 @@ static size_t vg_block_usable(const void *p, struct page *pg)
 		return 0;
 	}
 	struct region *r = pcpm_region_of(p);
-	if (r && r->kind == REGION_HUGE && r->base == p && huge_state(r) == HUGE_LIVE)
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE)
 		return r->len;
 	return 0;
 }

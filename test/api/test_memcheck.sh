@@ -40,14 +40,17 @@ grep -qx "usable: 5" "$tmp/clean.out" || fail "clean: memcheck mode off ($(grep 
 expect clean 'ERROR SUMMARY: 0 errors' "zero errors"
 grep -q 'definitely lost' "$tmp/clean.log" && fail "clean: a leak reported"
 
-# A planted leak: definitely lost, allocated in plant_leak, and nothing else.
+# Planted leaks (a slab object, a page run, a huge mapping): definitely lost, allocated in
+# plant_leak, and nothing else.
 rc=0
 run leak || rc=$?
 [ $rc -eq 99 ] || fail "leak: exit $rc, want 99"
-expect leak 'definitely lost: 100 bytes in 1 blocks' "the 100-byte leak"
-grep -A4 '100 bytes in 1 blocks are definitely lost' "$tmp/leak.log" | grep -q plant_leak ||
-	fail "leak: the leak's stack does not name plant_leak"
-expect leak 'ERROR SUMMARY: 1 errors' "exactly one error"
+expect leak 'definitely lost: 10,585,860 bytes in 3 blocks' "the three leaks"
+for n in '100 bytes' '100,000 bytes' '10,485,760 bytes'; do
+	grep -A4 "$n in 1 blocks are definitely lost" "$tmp/leak.log" | grep -q plant_leak ||
+		fail "leak: no leak of $n allocated in plant_leak"
+done
+expect leak 'ERROR SUMMARY: 3 errors' "exactly three errors"
 
 # A planted use after free, read after 1000 allocations of the same size.
 rc=0
