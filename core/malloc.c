@@ -859,6 +859,7 @@ static void vg_release(void *p)
 		unsigned cls = pg->slab_head->cls;
 		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
 		((uintptr_t *)p)[1] = 0;
+		tcache_count(true); /* pcpm_free_slow counts the others */
 		if (!tcache_push(p, cls))
 			tcache_free_slow(p, cls);
 		return;
@@ -884,7 +885,6 @@ static void vg_free(void *p, struct page *pg, const char *call)
 		tcache_check_double_free(p, pg->slab_head, call);
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
-	tcache_count(true);
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 
