@@ -18,7 +18,8 @@
  * After each part, with no block of the test alive, malloc_trim(0) must bring pcpmalloc's
  * in-use bytes (mallinfo2: managed pages minus free ones) back to what they were before the
  * part, within 4 MiB: the objects left in the thread caches of the dead threads went back
- * to their slabs (a leak of 1000 or 10,000 caches would hold hundreds of MiB).
+ * to their slabs (a leak of 1000 or 10,000 caches would hold hundreds of MiB); after part 1
+ * RSS must also fall below half of its round-1 value (the memory went back to the kernel).
  *
  * Usage: test_thread_soak [short|long]   (SOAK_TRACE=1 prints RSS and in-use per sample)
  */
@@ -126,17 +127,20 @@ static void part_concurrent(pthread_attr_t *attr)
 	free(sets);
 	long long steady = rss_round[0], last = rss_round[rounds - 1];
 	malloc_trim(0);
-	long long used1 = in_use_bytes();
+	long long used1 = in_use_bytes(), trimmed = tu_rss_bytes();
 	printf("part 1: %d threads alive together, %d rounds in %.1f s; RSS per round:", NCONC,
 	       rounds, tu_now() - t0);
 	for (int r = 0; r < rounds; r++)
 		printf(" %lld", mib(rss_round[r]));
-	printf(" MiB; in use after trim %lld KiB (before: %lld KiB)\n", used1 >> 10, used0 >> 10);
+	printf(" MiB, %lld MiB after the threads exited and malloc_trim; in use then %lld KiB "
+	       "(before: %lld KiB)\n", mib(trimmed), used1 >> 10, used0 >> 10);
 	CHECK(steady > 0);
 	for (int r = 1; r < rounds; r++)
 		CHECKF(rss_round[r] <= 2 * steady, "round %d: RSS %lld MiB, over 2x the %lld MiB of round 1",
 		       r + 1, mib(rss_round[r]), mib(steady));
 	CHECKF(last <= 2 * steady, "RSS %lld MiB at the end, over 2x %lld MiB", mib(last), mib(steady));
+	CHECKF(trimmed <= steady / 2, "RSS %lld MiB after the threads exited and malloc_trim, "
+	       "round 1 had %lld MiB: the freed memory did not go back", mib(trimmed), mib(steady));
 	CHECKF(used1 <= used0 + (long long)(4 * TU_MIB),
 	       "in use after %d threads exited and malloc_trim: %lld KiB, before %lld KiB: "
 	       "their thread caches were not reclaimed", NCONC, used1 >> 10, used0 >> 10);
