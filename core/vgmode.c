@@ -5,7 +5,9 @@
 #include "config.h"
 
 bool pcpm_vg;
+#ifdef PCPM_HAVE_VALGRIND
 static bool on_memcheck; /* pcpm_vg under memcheck, not forced outside it */
+#endif
 
 void pcpm_vg_init(void)
 {

@@ -34,11 +34,11 @@
 #include <valgrind/valgrind.h>
 #else
 #define RUNNING_ON_VALGRIND 0
-#define VALGRIND_MALLOCLIKE_BLOCK(addr, size, rz, zeroed) ((void)0)
-#define VALGRIND_FREELIKE_BLOCK(addr, rz) ((void)0)
-#define VALGRIND_MAKE_MEM_NOACCESS(addr, len) ((void)0)
-#define VALGRIND_MAKE_MEM_UNDEFINED(addr, len) ((void)0)
-#define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void)0)
+#define VALGRIND_MALLOCLIKE_BLOCK(addr, size, rz, zeroed) ((void)(addr), (void)(size))
+#define VALGRIND_FREELIKE_BLOCK(addr, rz) ((void)(addr))
+#define VALGRIND_MAKE_MEM_NOACCESS(addr, len) ((void)(addr), (void)(len))
+#define VALGRIND_MAKE_MEM_UNDEFINED(addr, len) ((void)(addr), (void)(len))
+#define VALGRIND_MAKE_MEM_DEFINED(addr, len) ((void)(addr), (void)(len))
 #endif
 
 /* 1 while memcheck is watching and PCPMALLOC_VALGRIND allows the mode; read-only after init. */
