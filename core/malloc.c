@@ -859,7 +859,6 @@ static void vg_release(void *p)
 		unsigned cls = pg->slab_head->cls;
 		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
 		((uintptr_t *)p)[1] = 0;
-		tcache_count(true); /* pcpm_free_slow counts the others */
 		if (!tcache_push(p, cls))
 			tcache_free_slow(p, cls);
 		return;
@@ -867,7 +866,10 @@ static void vg_release(void *p)
 	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
 	((uintptr_t *)p)[1] = 0;
 	vg_close_obj(p);
-	pcpm_free_slow(p, pg, "free");
+	if (pg) /* a page run or a huge mapping, checked when it was freed */
+		large_free(pg);
+	else
+		huge_free(pcpm_region_of(p));
 }
 
 static void vg_free(void *p, struct page *pg, const char *call)
@@ -885,6 +887,7 @@ static void vg_free(void *p, struct page *pg, const char *call)
 		tcache_check_double_free(p, pg->slab_head, call);
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
+	tcache_count(true);
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 
