@@ -6,6 +6,7 @@
 #include "slab.h"
 #include "secure.h"
 #include "topology.h"
+#include "vgmode.h"
 
 #include <string.h>
 
@@ -120,7 +121,9 @@ static struct page *new_slab(struct kmem_cache *s)
 	pg->reciprocal = s->reciprocal;
 	pg->freelist = NULL;
 	pg->inuse = 0;
-	pg->carved = 0;
+	/* memcheck mode: the descriptor's addr points at object 0, which would make a leaked
+	 * object 0 look reachable; it is never handed out */
+	pg->carved = unlikely(pcpm_vg) && s->objects > 1;
 	pg->order = (uint8_t)s->order;
 	if (unlikely(pcpm_secure))
 		secure_slab_init(pg, s->size, s->objects);
@@ -164,6 +167,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		struct page *pg = (struct page *)s->partial.next;
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
+			vg_open_obj(o);
 			pg->freelist = slab_fl_next(s, pg, o);
 			if (link != &first)
 				fl_store(link, o);
@@ -177,6 +181,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		while (got < want && pg->carved < s->objects) {
 			void *o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
+			vg_open_obj(o);
 			if (link != &first)
 				fl_store(link, o);
 			else
@@ -204,6 +209,7 @@ static struct page *__slab_free_one(struct kmem_cache *s, void *o, struct page *
 {
 	bool was_full = !slab_has_free(s, pg);
 	fl_store(o, pg->freelist);
+	vg_close_obj(o);
 	pg->freelist = o;
 	pg->inuse--;
 	if (was_full) {
@@ -249,10 +255,12 @@ void *slab_alloc_nested(unsigned cls)
 		struct page *pg = (struct page *)s->partial.next;
 		if (pg->freelist) {
 			o = pg->freelist;
+			vg_open_obj(o);
 			pg->freelist = slab_fl_next(s, pg, o);
 		} else if (pg->carved < s->objects) {
 			o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
+			vg_open_obj(o);
 		}
 		if (o) {
 			pg->inuse++;
@@ -320,11 +328,15 @@ bool slab_object_is_free(struct page *head, const void *p)
 	bool found = false;
 	cache_lock(s);
 	unsigned limit = s->objects;
-	for (void *o = head->freelist; o && limit; o = slab_fl_next(s, head, o), limit--) {
+	for (void *o = head->freelist; o && limit; limit--) {
 		if (o == p) {
 			found = true;
 			break;
 		}
+		vg_open_obj(o);
+		void *next = slab_fl_next(s, head, o);
+		vg_close_obj(o);
+		o = next;
 	}
 	pcpm_unlock(&s->lock);
 	return found;

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "secure.h"
 #include "topology.h"
+#include "vgmode.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -35,8 +36,9 @@ void pcpm_tcache_init(void)
 		 * doubled for main + spare), never below one batch. */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
-		/* 0: every call to the slab; secure mode checks every call in the slow paths */
-		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_secure ? (uint16_t)cap : 0;
+		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
+		 * live on the slow paths; secure mode, whose checks do) */
+		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
 	}
 	pcpm_free_key = (uintptr_t)pcpm_random64();
 	pthread_key_create(&tc_key, tcache_thread_exit);
@@ -46,6 +48,11 @@ void pcpm_tcache_init(void)
  * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
 #define SECURE_CACHE_CAP 16
 #define SECURE_BATCH 8
+
+unsigned tcache_fbatch(void)
+{
+	return fbatch;
+}
 
 static inline unsigned batch_for(unsigned cls)
 {
