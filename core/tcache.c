@@ -401,13 +401,18 @@ void pcpm_signal_enter(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/*
+ * Leaves every signal blocked: once the stacks are back, a signal that came before the
+ * interrupted code resumed would run its handler in the normal mode against a half-done
+ * push or pop.  The handler's return (rt_sigreturn) restores the interrupted code's mask
+ * together with its registers, so call this last, just before returning from the handler.
+ */
 void pcpm_signal_exit(void)
 {
-	sigset_t all, old;
+	sigset_t all;
 	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	atomic_signal_fence(memory_order_seq_cst);
 	if (--pcpm_sig_depth == 0)
 		memcpy(pcpm_tc.bins, parked, sizeof(parked));
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -75,7 +75,8 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 /*
  * Signal handlers (see tcache.c): pcpm_sig_depth > 0 while this thread runs a handler that
  * preload/ wrapped; the slow paths then take no lock they could wait for.  Enter/exit are
- * async-signal-safe and nest.
+ * async-signal-safe and nest; exit returns with every signal blocked (the handler's return
+ * restores the interrupted mask), so it must be the handler's last call.
  */
 extern __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
 void pcpm_signal_enter(void);
