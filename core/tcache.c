@@ -382,7 +382,7 @@ void tcache_fork_child(void)
  * the interrupted code may be changing); exit puts them back unchanged.  With the depth set,
  * the slow paths use trylock only: frees that cannot get a lock are deferred on lock-free
  * lists drained by the next lock holder, allocations that cannot get one map memory.  The
- * fast path pays nothing; a signal costs two sigprocmask calls and a 1 KiB copy.
+ * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
  */
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
 __thread int pcpm_inside __attribute__((tls_model("initial-exec")));
