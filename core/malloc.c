@@ -207,13 +207,14 @@ static void huge_cache_drain(void)
 	}
 }
 
-/* Periodic work: cached mappings unused for a period give their pages back (stay mapped). */
+/* Periodic work: cached mappings unused for half a period give their pages back (stay
+ * mapped), as the zone purge does with free blocks. */
 static void huge_cache_decay(uint64_t now)
 {
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
-		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms) {
+		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms / 2) {
 			pcpm_unlock(&huge_lock);
 			continue;
 		}
