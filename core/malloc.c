@@ -86,6 +86,7 @@ enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
 #define huge_state(r) ((r)->next_free == (struct region *)1 ? HUGE_CACHED : HUGE_LIVE)
 
 static void huge_unmap(struct region *r);
+static void *huge_realloc(struct region *r, size_t size);
 
 /* Shrinks a mapping in place to len bytes (len < r->len). */
 static void huge_shrink(struct region *r, size_t len)
@@ -112,6 +113,18 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
 				best = i;
 		}
+		bool grow = false;
+		if (best < 0) {
+			/* none is large enough: grow the largest one that holds at least half the
+			 * request (mremap moves page tables, no bytes), so only the extension faults
+			 * in, where a fresh mapping would fault in all of it */
+			for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+				struct region *r = huge_cache[i];
+				if (r && r->len >= len / 2 && (best < 0 || r->len > huge_cache[best]->len))
+					best = i;
+			}
+			grow = best >= 0;
+		}
 		if (best >= 0) {
 			struct region *r = huge_cache[best];
 			huge_cache[best] = NULL;
@@ -119,13 +132,20 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
-			if (r->len > len + len / 4)
+			if (grow) {
+				if (!huge_realloc(r, len)) {
+					huge_unmap(r);
+					goto fresh;
+				}
+			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
+			}
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return r->base;
 		}
 		pcpm_unlock(&huge_lock);
 	}
+fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
 	if (!p)
 		return NULL;
