@@ -115,12 +115,12 @@ static void *huge_alloc(size_t size, size_t align)
 		}
 		bool grow = false;
 		if (best < 0) {
-			/* none is large enough: grow the largest one that holds at least half the
-			 * request (mremap moves page tables, no bytes), so only the extension faults
-			 * in, where a fresh mapping would fault in all of it */
+			/* none is large enough: grow the largest one (mremap moves page tables, no
+			 * bytes), so only the extension faults in, where a fresh mapping would fault
+			 * in all of it and the cached one would stay resident beside it */
 			for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 				struct region *r = huge_cache[i];
-				if (r && r->len >= len / 2 && (best < 0 || r->len > huge_cache[best]->len))
+				if (r && (best < 0 || r->len > huge_cache[best]->len))
 					best = i;
 			}
 			grow = best >= 0;
