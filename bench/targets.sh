@@ -2,7 +2,7 @@
 # targets.sh - every target of issue 6 measured side by side in one run under glibc, jemalloc,
 # mimalloc, tcmalloc and pcpmalloc, printed as markdown tables (one per target; machine, date
 # and commands stated) by bench/targets_report.py, and written to OUTDIR/targets.md with the
-# raw outputs beside it.  About 8 minutes on 2 CPUs; --quick (a smoke test, about a minute)
+# raw outputs beside it.  8-15 minutes on 2 CPUs; --quick (a smoke test, about a minute)
 # uses small sizes and one run, so its figures only show that everything runs.
 #
 #   1 fast path       bench/fastpath (callgrind instructions per malloc+free pair)
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
 	-o) out=$2; shift ;;
 	-n) runs=$2; shift ;;
 	-T) targets=$2; shift ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
 	*) echo "targets.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
