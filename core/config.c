@@ -53,7 +53,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_FBATCH", T_INT, I(fbatch), AUTO, 1, 255, NULL,
 	  "objects per thread-cache refill/flush (pagevec: 15, or 31 above 64 CPUs)" },
 	{ "PCPMALLOC_DECAY_MS", T_INT, I(decay_ms), 1000, 1, 3600000, NULL,
-	  "period of decay_pcp_high and of purging idle free memory (ms)" },
+	  "period of decay_pcp_high (ms); free memory idle for half of it is purged every half period" },
 	{ "PCPMALLOC_DECAY_SHIFT", T_INT, I(decay_shift), 3, 1, 16, NULL,
 	  "mainline decay: high -= high >> shift per period" },
 	{ "PCPMALLOC_DECAY_MODE", T_ENUM, I(decay_mode), 0, 0, 1, "mainline|count_min",

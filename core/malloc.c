@@ -203,6 +203,7 @@ static void huge_secure_arm(struct region *r, size_t size)
 }
 
 static void huge_unmap(struct region *r);
+static void *huge_realloc(struct region *r, size_t size);
 
 /*
  * The user pointer of a huge mapping.  In memcheck mode it is stored with its top bit set
@@ -246,6 +247,18 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
 				best = i;
 		}
+		bool grow = false;
+		if (best < 0) {
+			/* none is large enough: grow the largest one (mremap moves page tables, no
+			 * bytes), so only the extension faults in, where a fresh mapping would fault
+			 * in all of it and the cached one would stay resident beside it */
+			for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+				struct region *r = huge_cache[i];
+				if (r && (best < 0 || r->len > huge_cache[best]->len))
+					best = i;
+			}
+			grow = best >= 0;
+		}
 		if (best >= 0) {
 			struct region *r = huge_cache[best];
 			huge_cache[best] = NULL;
@@ -253,13 +266,20 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
-			if (r->len > len + len / 4)
+			if (grow) {
+				if (!huge_realloc(r, len)) {
+					huge_unmap(r);
+					goto fresh;
+				}
+			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
+			}
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return huge_base(r);
 		}
 		pcpm_unlock(&huge_lock);
 	}
+fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
 	if (!p) {
 		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
@@ -382,13 +402,14 @@ static void huge_cache_drain(void)
 	}
 }
 
-/* Periodic work: cached mappings unused for a period give their pages back (stay mapped). */
+/* Periodic work: cached mappings unused for half a period give their pages back (stay
+ * mapped), as the zone purge does with free blocks. */
 static void huge_cache_decay(uint64_t now)
 {
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
-		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms) {
+		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms / 2) {
 			pcpm_unlock(&huge_lock);
 			continue;
 		}

@@ -34,7 +34,10 @@ static void *vmstat_worker(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		struct timespec ts = { pcpm_cfg.decay_ms / 1000, (long)(pcpm_cfg.decay_ms % 1000) * 1000000L };
+		/* twice a period: each pcp still decays once per period (pcp_periodic checks), the
+		 * zone purge runs every half period (zone_maybe_purge) */
+		int ms = pcpm_cfg.decay_ms / 2 > 0 ? pcpm_cfg.decay_ms / 2 : 1;
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
 		pcp_periodic(pcpm_now_ms());
 		if (need_update())
