@@ -525,9 +525,9 @@ static void large_secure_release(char *p, struct page *pg, const char *call)
 	secure_check_canary(p, p + req, p + gp, call);
 	if (req >= SECURE_GUARD_MIN)
 		pcpm_os_commit(p + gp, PAGE_SIZE);
-	/* junk over the first 64 KiB: enough to spoil stale pointers and headers a dangling
-	 * reader would use, without a full pass over multi-megabyte blocks */
-	memset(p, SECURE_JUNK, MIN(req, (size_t)64 << 10));
+	/* junk over the first SECURE_JUNK_MAX bytes: enough to spoil stale pointers and
+	 * headers a dangling reader would use, without a pass over the whole block */
+	memset(p, SECURE_JUNK, MIN(req, (size_t)SECURE_JUNK_MAX));
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
@@ -648,7 +648,14 @@ static size_t raw_usable(const void *p);
 void *pcpm_malloc_slow(size_t n)
 {
 	PCPM_INSIDE_BEGIN();
-	void *p = __malloc_slow(n);
+	void *p;
+	unsigned c;
+	/* secure mode's small blocks: straight from the thread's own stack when it has one */
+	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER && !pcpm_vg &&
+	    (p = tcache_secure_pop(c = size_to_class(n + SECURE_TRAILER))))
+		p = secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+	else
+		p = __malloc_slow(n);
 	PCPM_INSIDE_END();
 	return p;
 }

@@ -25,16 +25,35 @@ static PCPM_COLD __attribute__((noreturn)) void overflow(const char *call, const
 	pcpm_fatal("%s(): heap overflow past the end of %p", call, p);
 }
 
+/* Sampling of the full junk check: a per-thread countdown, so no shared cache line. */
+static __thread unsigned junk_sample __attribute__((tls_model("initial-exec")));
+
+/* Bytes of a freed slot that hold junk: the whole slot up to SECURE_JUNK_MAX. */
+static inline size_t junk_end(size_t slot)
+{
+	return slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX;
+}
+
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
 {
 	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
-	 * bytes, so the rest is whole words: OR the differences, test once (vectorises) */
-	const uint64_t *w = (const uint64_t *)p + 2;
-	uint64_t diff = 0;
-	for (size_t i = 0; i < slot / 8 - 2; i++)
-		diff |= w[i] ^ (0x0101010101010101ULL * SECURE_JUNK);
-	if (unlikely(diff))
-		pcpm_fatal("%s(): write after free in %p", call, p);
+	 * bytes, so the junk is whole words.  Every reuse checks words 2 and 3 (right after
+	 * the link, where a dangling pointer's stale fields sit) and the last junk word; one
+	 * reuse in SECURE_JUNK_SAMPLE per thread checks them all (OR the differences, test
+	 * once: vectorises) */
+	const uint64_t *w = (const uint64_t *)p;
+	const uint64_t jw = 0x0101010101010101ULL * SECURE_JUNK;
+	size_t nw = junk_end(slot) / 8;
+	if (nw > 2) {
+		uint64_t diff = (w[2] ^ jw) | (w[nw - 1] ^ jw) | (w[nw > 3 ? 3 : 2] ^ jw);
+		if (unlikely(++junk_sample >= SECURE_JUNK_SAMPLE)) {
+			junk_sample = 0;
+			for (size_t i = 3; i < nw - 1; i++)
+				diff |= w[i] ^ jw;
+		}
+		if (unlikely(diff))
+			pcpm_fatal("%s(): write after free in %p", call, p);
+	}
 	char *end = (char *)p + slot - SECURE_TRAILER;
 	memset((char *)p + n, canary_byte(), (size_t)(end - ((char *)p + n)));
 	uint64_t t = trailer_of(p, n);
@@ -54,18 +73,22 @@ size_t secure_small_size(const void *p, size_t slot, const char *call)
 
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
 {
+	/* the first and the last 8 canary bytes (unaligned loads, overlapping when the canary
+	 * is shorter than 16): an overflow running on from the end of the block always hits
+	 * the first, one that skips ahead to the end of the slot or page the last */
 	uint8_t c = canary_byte();
-	const char *q = from;
-	for (; q < to && ((uintptr_t)q & 7); q++)
+	size_t len = (size_t)(to - from);
+	if (likely(len >= 8)) {
+		uint64_t cw = 0x0101010101010101ULL * c, a, b;
+		memcpy(&a, from, 8);
+		memcpy(&b, to - 8, 8);
+		if (unlikely((a ^ cw) | (b ^ cw)))
+			overflow(call, p);
+		return;
+	}
+	for (const char *q = from; q < to; q++)
 		if (unlikely((uint8_t)*q != c))
 			overflow(call, p);
-	uint64_t cw = 0x0101010101010101ULL * c, diff = 0;
-	for (; q + 8 <= to; q += 8) /* whole words: OR the differences, test once */
-		diff |= *(const uint64_t *)q ^ cw;
-	for (; q < to; q++)
-		diff |= (uint8_t)*q ^ c;
-	if (unlikely(diff))
-		overflow(call, p);
 }
 
 void secure_fill_canary(char *from, char *to)
@@ -78,7 +101,8 @@ void secure_free_small(void *p, size_t slot, const char *call)
 {
 	size_t n = secure_small_size(p, slot, call);
 	secure_check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
-	memset((char *)p + 16, SECURE_JUNK, slot - 16);
+	if (slot > 16)
+		memset((char *)p + 16, SECURE_JUNK, junk_end(slot) - 16);
 }
 
 uint64_t secure_random(void)

@@ -26,6 +26,11 @@
 
 #define SECURE_TRAILER 8 /* bytes of a small slot that hold the trailer */
 #define SECURE_JUNK 0xdf /* fill of freed memory */
+/* Bytes of a freed block (slab object or large block) that get the junk fill. */
+#define SECURE_JUNK_MAX 4096
+/* One reuse of a slab object in this many (per thread) checks all of its junk; the others
+ * check the two words after the link and the last junk word. */
+#define SECURE_JUNK_SAMPLE 64
 /* Large blocks from this size on get a guard page: below it the two mprotect calls per
  * malloc/free pair (and the split arena mapping) would cost more than the block's use;
  * smaller page runs have the canary only. */

@@ -46,8 +46,8 @@ void pcpm_tcache_init(void)
 
 /* Secure mode's per-thread stacks: small, so freed blocks do not stay junk-filled in a
  * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
-#define SECURE_CACHE_CAP 16
-#define SECURE_BATCH 8
+#define SECURE_CACHE_CAP 32
+#define SECURE_BATCH 16
 
 unsigned tcache_fbatch(void)
 {
