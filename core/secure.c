@@ -54,8 +54,8 @@ void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
 		if (unlikely(diff))
 			pcpm_fatal("%s(): write after free in %p", call, p);
 	}
-	char *end = (char *)p + slot - SECURE_TRAILER;
-	memset((char *)p + n, canary_byte(), (size_t)(end - ((char *)p + n)));
+	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
+	secure_fill_canary(from, end);
 	uint64_t t = trailer_of(p, n);
 	memcpy(end, &t, sizeof(t));
 	return p;
@@ -71,30 +71,54 @@ size_t secure_small_size(const void *p, size_t slot, const char *call)
 	return n;
 }
 
+/*
+ * The canary is checked at its first and its last 8 bytes only (unaligned loads, overlapping
+ * when it is shorter than 16): an overflow running on from the end of the block always hits
+ * the first, one that skips ahead to the end of the slot or page the last.  A canary shorter
+ * than 8 bytes ends on a word boundary (slots are multiples of 16, pages of 4096): it is the
+ * top bytes of the word before `to`, checked and written with a mask.
+ */
+static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of a word */
+{
+	return ~0ULL << (8 * (8 - len));
+}
+
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
 {
-	/* the first and the last 8 canary bytes (unaligned loads, overlapping when the canary
-	 * is shorter than 16): an overflow running on from the end of the block always hits
-	 * the first, one that skips ahead to the end of the slot or page the last */
-	uint8_t c = canary_byte();
+	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a, b;
 	size_t len = (size_t)(to - from);
 	if (likely(len >= 8)) {
-		uint64_t cw = 0x0101010101010101ULL * c, a, b;
 		memcpy(&a, from, 8);
 		memcpy(&b, to - 8, 8);
 		if (unlikely((a ^ cw) | (b ^ cw)))
 			overflow(call, p);
-		return;
-	}
-	for (const char *q = from; q < to; q++)
-		if (unlikely((uint8_t)*q != c))
+	} else if (len && !((uintptr_t)to & 7)) {
+		memcpy(&a, to - 8, 8);
+		if (unlikely((a ^ cw) & canary_mask(len)))
 			overflow(call, p);
+	} else {
+		for (const char *q = from; q < to; q++)
+			if (unlikely((uint8_t)*q != (uint8_t)cw))
+				overflow(call, p);
+	}
 }
 
 void secure_fill_canary(char *from, char *to)
 {
-	if (to > from)
-		memset(from, canary_byte(), (size_t)(to - from));
+	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a;
+	size_t len = to > from ? (size_t)(to - from) : 0;
+	if (likely(len >= 8)) {
+		memcpy(from, &cw, 8);
+		memcpy(to - 8, &cw, 8);
+	} else if (len && !((uintptr_t)to & 7)) {
+		uint64_t m = canary_mask(len);
+		memcpy(&a, to - 8, 8);
+		a = (a & ~m) | (cw & m);
+		memcpy(to - 8, &a, 8);
+	} else {
+		for (char *q = from; q < to; q++)
+			*q = (char)cw;
+	}
 }
 
 void secure_free_small(void *p, size_t slot, const char *call)

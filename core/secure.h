@@ -47,7 +47,8 @@ size_t secure_small_size(const void *p, size_t slot, const char *call);
 /* Checks canary and trailer of a small block being freed, then junk-fills it. */
 void secure_free_small(void *p, size_t slot, const char *call);
 
-/* Canary over [from, to) and its check (large blocks and huge mappings). */
+/* The canary of [from, to) - its first and last 8 bytes, what the check reads - and its
+ * check (small blocks, large blocks, huge mappings); to is 8-byte aligned in all three. */
 void secure_fill_canary(char *from, char *to);
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call);
 
