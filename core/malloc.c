@@ -238,7 +238,7 @@ static void *huge_alloc(size_t size, size_t align)
 		return NULL;
 	huge_drain_deferred();
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
-	if (align <= HUGE_ALIGN && !pcpm_secure) {
+	if (align <= HUGE_ALIGN) {
 		/* best fit among the cached mappings */
 		pcpm_lock(&huge_lock);
 		int best = -1;
@@ -266,6 +266,12 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
+			/* secure mode: cached PROT_NONE (huge_free); open it again (mremap needs one
+			 * VMA), then a new guard and canary */
+			if (pcpm_secure && !pcpm_os_commit(huge_base(r), r->len)) {
+				huge_unmap(r);
+				goto fresh;
+			}
 			if (grow) {
 				if (!huge_realloc(r, len)) {
 					huge_unmap(r);
@@ -274,6 +280,8 @@ static void *huge_alloc(size_t size, size_t align)
 			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
 			}
+			if (pcpm_secure)
+				huge_secure_arm(r, size);
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return huge_base(r);
 		}
@@ -348,11 +356,9 @@ static void huge_unmap(struct region *r)
 static void huge_free(struct region *r)
 {
 	struct region *victim = NULL;
-	if (pcpm_secure) { /* no cache: a use after free faults */
-		huge_unmap(r);
-		return;
-	}
-	if (r->len <= HUGE_CACHE_MAX) {
+	/* secure mode: a cached mapping is PROT_NONE, so a use after free faults as it would
+	 * on an unmapped one, while its pages stay resident for the next huge_alloc */
+	if (r->len <= HUGE_CACHE_MAX && (!pcpm_secure || pcpm_os_guard(huge_base(r), r->len))) {
 		r->dirty = 1;
 		r->freed_ms = pcpm_now_ms();
 		pcpm_lock(&huge_lock);
@@ -908,6 +914,8 @@ static void *aligned_alloc_core(size_t align, size_t size)
 			struct kmem_cache *s = &pcpm_caches[c];
 			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
+				if (!p && unlikely(pcpm_secure) && !pcpm_vg)
+					p = tcache_secure_pop(c);
 				if (!p)
 					p = tcache_alloc_slow(c);
 				if (!p)
