@@ -806,10 +806,21 @@ static void *__realloc(void *p, size_t size)
 	}
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
-		/* every realloc moves: the checks of malloc and free run, nothing in place */
+		/* a small block stays when its slot still fits (canary and trailer checked and
+		 * moved); every other realloc moves, with the checks of malloc and free */
 		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
 		    ((uintptr_t *)p)[1] == pcpm_free_key)
 			tcache_check_double_free(p, pg->slab_head, "realloc");
+		if (pcpm_secure && !pcpm_sig_depth && pg && pg->state == PG_SLAB &&
+		    slab_obj_index(pg->slab_head, p) >= 0) {
+			struct page *head = pg->slab_head;
+			size_t slot = head->slab_cache->size;
+			if (size <= slot - SECURE_TRAILER &&
+			    (size_to_class(size + SECURE_TRAILER) == head->cls || size >= slot / 2)) {
+				secure_resize_small(p, slot, size, "realloc");
+				return p;
+			}
+		}
 		return realloc_move(p, usable_size_call(p, "realloc"), size);
 	}
 	if (pg && pg->state == PG_SLAB) {

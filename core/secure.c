@@ -163,3 +163,13 @@ void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
 	head->freelist = next;
 	head->carved = (uint16_t)objects;
 }
+
+void secure_resize_small(void *p, size_t slot, size_t n, const char *call)
+{
+	char *end = (char *)p + slot - SECURE_TRAILER;
+	size_t old = secure_small_size(p, slot, call);
+	secure_check_canary(p, (char *)p + old, end, call);
+	secure_fill_canary((char *)p + n, end);
+	uint64_t t = trailer_of(p, n);
+	memcpy(end, &t, sizeof(t));
+}

@@ -44,6 +44,9 @@ extern int pcpm_secure PCPM_HIDDEN;
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call);
 /* The n recorded in a small block's trailer; aborts when the trailer is corrupt. */
 size_t secure_small_size(const void *p, size_t slot, const char *call);
+/* realloc in place: checks the canary and trailer of a live small block, then moves them to
+ * the end of its new size n (n + 8 <= slot). */
+void secure_resize_small(void *p, size_t slot, size_t n, const char *call);
 /* Checks canary and trailer of a small block being freed, then junk-fills it. */
 void secure_free_small(void *p, size_t slot, const char *call);
 

@@ -328,6 +328,16 @@ static void overflow_32(void)
 	overflow_small(32);
 }
 
+/* One byte past a block that realloc shrank from 48 to 40 bytes (in place in both modes). */
+static void overflow_realloc_1(void)
+{
+	char *a = malloc(48);
+	char *b = realloc(tu_opaque_ptr(a), 40);
+	((volatile char *)tu_opaque_ptr(b))[40] = 'A'; /* the bug */
+	report_pointer(b);
+	free(tu_opaque_ptr(b));
+}
+
 /* One byte past a 100 KB (large) block: stays in the block's last page. */
 static void overflow_large_1(void)
 {
@@ -471,6 +481,7 @@ int main(int argc, char **argv)
 	/* overflows and underflow */
 	expect("overflow by 1 byte, small block", overflow_1, sec, ovf);
 	expect("overflow by 32 bytes, small block", overflow_32, sec, ovf);
+	expect("overflow by 1 byte after realloc shrank the block in place", overflow_realloc_1, sec, ovf);
 	expect("overflow by 1 byte, large block", overflow_large_1, sec, ovf);
 	expect("overflow past a large block's last page", overflow_large_page,
 	       secure ? GUARD : NOT_CAUGHT, NULL);
