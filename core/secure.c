@@ -34,33 +34,6 @@ static inline size_t junk_end(size_t slot)
 	return slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX;
 }
 
-void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
-{
-	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
-	 * bytes, so the junk is whole words.  Every reuse checks words 2 and 3 (right after
-	 * the link, where a dangling pointer's stale fields sit) and the last junk word; one
-	 * reuse in SECURE_JUNK_SAMPLE per thread checks them all (OR the differences, test
-	 * once: vectorises) */
-	const uint64_t *w = (const uint64_t *)p;
-	const uint64_t jw = 0x0101010101010101ULL * SECURE_JUNK;
-	size_t nw = junk_end(slot) / 8;
-	if (nw > 2) {
-		uint64_t diff = (w[2] ^ jw) | (w[nw - 1] ^ jw) | (w[nw > 3 ? 3 : 2] ^ jw);
-		if (unlikely(++junk_sample >= SECURE_JUNK_SAMPLE)) {
-			junk_sample = 0;
-			for (size_t i = 3; i < nw - 1; i++)
-				diff |= w[i] ^ jw;
-		}
-		if (unlikely(diff))
-			pcpm_fatal("%s(): write after free in %p", call, p);
-	}
-	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
-	secure_fill_canary(from, end);
-	uint64_t t = trailer_of(p, n);
-	memcpy(end, &t, sizeof(t));
-	return p;
-}
-
 size_t secure_small_size(const void *p, size_t slot, const char *call)
 {
 	uint64_t t;
@@ -83,7 +56,7 @@ static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of
 	return ~0ULL << (8 * (8 - len));
 }
 
-void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
+static inline void check_canary(const void *p, const char *from, const char *to, const char *call)
 {
 	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a, b;
 	size_t len = (size_t)(to - from);
@@ -103,7 +76,7 @@ void secure_check_canary(const void *p, const char *from, const char *to, const 
 	}
 }
 
-void secure_fill_canary(char *from, char *to)
+static inline void fill_canary(char *from, char *to)
 {
 	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a;
 	size_t len = to > from ? (size_t)(to - from) : 0;
@@ -121,10 +94,20 @@ void secure_fill_canary(char *from, char *to)
 	}
 }
 
+void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
+{
+	check_canary(p, from, to, call);
+}
+
+void secure_fill_canary(char *from, char *to)
+{
+	fill_canary(from, to);
+}
+
 void secure_free_small(void *p, size_t slot, const char *call)
 {
 	size_t n = secure_small_size(p, slot, call);
-	secure_check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
+	check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
 	if (slot > 16)
 		memset((char *)p + 16, SECURE_JUNK, junk_end(slot) - 16);
 }
@@ -168,8 +151,35 @@ void secure_resize_small(void *p, size_t slot, size_t n, const char *call)
 {
 	char *end = (char *)p + slot - SECURE_TRAILER;
 	size_t old = secure_small_size(p, slot, call);
-	secure_check_canary(p, (char *)p + old, end, call);
-	secure_fill_canary((char *)p + n, end);
+	check_canary(p, (char *)p + old, end, call);
+	fill_canary((char *)p + n, end);
 	uint64_t t = trailer_of(p, n);
 	memcpy(end, &t, sizeof(t));
+}
+
+void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
+{
+	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
+	 * bytes, so the junk is whole words.  Every reuse checks words 2 and 3 (right after
+	 * the link, where a dangling pointer's stale fields sit) and the last junk word; one
+	 * reuse in SECURE_JUNK_SAMPLE per thread checks them all (OR the differences, test
+	 * once: vectorises) */
+	const uint64_t *w = (const uint64_t *)p;
+	const uint64_t jw = 0x0101010101010101ULL * SECURE_JUNK;
+	size_t nw = junk_end(slot) / 8;
+	if (nw > 2) {
+		uint64_t diff = (w[2] ^ jw) | (w[nw - 1] ^ jw) | (w[nw > 3 ? 3 : 2] ^ jw);
+		if (unlikely(++junk_sample >= SECURE_JUNK_SAMPLE)) {
+			junk_sample = 0;
+			for (size_t i = 3; i < nw - 1; i++)
+				diff |= w[i] ^ jw;
+		}
+		if (unlikely(diff))
+			pcpm_fatal("%s(): write after free in %p", call, p);
+	}
+	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
+	fill_canary(from, end);
+	uint64_t t = trailer_of(p, n);
+	memcpy(end, &t, sizeof(t));
+	return p;
 }
