@@ -71,7 +71,19 @@ struct page *pcpm_page_of_slow(const void *p)
 #define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
 #define MIN_RESERVE ARENA_ALIGN
 
+/* Zones grow under their own locks: arena creation is serialised here (index, table). */
+static pcpm_lock_t create_lock = PCPM_LOCK_INIT;
+static struct arena *arena_create_locked(size_t min_bytes);
+
 struct arena *pcpm_arena_create(size_t min_bytes)
+{
+	pcpm_lock(&create_lock);
+	struct arena *a = arena_create_locked(min_bytes);
+	pcpm_unlock(&create_lock);
+	return a;
+}
+
+static struct arena *arena_create_locked(size_t min_bytes)
 {
 	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
 	if (n >= MAX_ARENAS)
@@ -106,6 +118,7 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 		a->desc = desc;
 		a->reserved = want;
 		a->idx = n;
+		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
 		r->kind = REGION_ARENA;
 		r->a = a;
@@ -194,6 +207,7 @@ void pcpm_region_free(struct region *r)
 
 void pcpm_arena_lock_all(void)
 {
+	pcpm_lock(&create_lock);
 	pcpm_lock(&map_lock);
 	pcpm_lock(&meta_lock);
 }
@@ -202,10 +216,12 @@ void pcpm_arena_unlock_all(void)
 {
 	pcpm_unlock(&meta_lock);
 	pcpm_unlock(&map_lock);
+	pcpm_unlock(&create_lock);
 }
 
 void pcpm_arena_reset_locks(void)
 {
 	pcpm_lock_reset(&meta_lock);
 	pcpm_lock_reset(&map_lock);
+	pcpm_lock_reset(&create_lock);
 }

@@ -84,6 +84,8 @@ static const struct tunable table[] = {
 	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine" },
 	{ "PCPMALLOC_TOPOLOGY_LIB", T_STR, NULL, &pcpm_cfg.topology_lib, 0, 0, 0, NULL,
 	  "the hwloc library to dlopen (default libhwloc.so.15)" },
+	{ "PCPMALLOC_NUMA_BIND", T_ENUM, I(numa_bind), 0, 0, 2, "preferred|bind|off",
+	  "on 2+ NUMA nodes, mbind each zone's arenas to its node: MPOL_PREFERRED, MPOL_BIND, or not at all" },
 };
 #define NTUNABLES (sizeof(table) / sizeof(table[0]))
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/mempolicy.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,20 @@ void pcpm_os_purge(void *p, size_t len)
 	int e = errno;
 	madvise(p, len, MADV_DONTNEED);
 	errno = e;
+}
+
+int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict)
+{
+	/* nodemask: one bit per node, 1024 nodes (CONFIG_NODES_SHIFT 10, the largest x86 one) */
+	unsigned long mask[1024 / (8 * sizeof(unsigned long))] = { 0 };
+	if (os_node < 0 || os_node >= 1024) {
+		errno = EINVAL;
+		return -1;
+	}
+	mask[os_node / (8 * sizeof(unsigned long))] = 1UL << (os_node % (8 * sizeof(unsigned long)));
+	long r = syscall(SYS_mbind, p, len, strict ? MPOL_BIND : MPOL_PREFERRED, mask,
+			 (unsigned long)(8 * sizeof(mask)), 0UL);
+	return r == 0 ? 0 : -1;
 }
 
 uint64_t pcpm_now_ms(void)

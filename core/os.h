@@ -83,6 +83,14 @@ void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 void pcpm_os_purge(void *p, size_t len);
 
+/*
+ * pcpm_os_bind_node: mbind(2) [p, p+len) (page aligned) to the kernel's node os_node, by raw
+ * syscall (no libnuma): strict = MPOL_BIND (pages only from that node), else MPOL_PREFERRED
+ * (that node first, others when it is full).  Pages not yet faulted follow the policy; returns
+ * 0, or -1 with errno from the kernel (EINVAL for a node the machine lacks).
+ */
+int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict);
+
 /* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
 uint64_t pcpm_now_ms(void);
 uint64_t pcpm_now_ns(void);

@@ -5,10 +5,14 @@
 #include "config.h"
 #include "vmstat.h"
 
-struct zone pcpm_zone;
+struct zone pcpm_zones[MAX_NUMNODES];
+_Atomic int pcpm_nr_zones = 1;
+pcpm_lock_t pcpm_zones_lock = PCPM_LOCK_INIT;
 
 void pcpm_zone_init(struct zone *z)
 {
+	z->node = (int)(z - pcpm_zones);
+	z->bind = -1;
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
 	{
 		list_init(&z->free_area[o].free_list[FREE_CLEAN]);
@@ -66,6 +70,8 @@ static bool zone_grow(struct zone *z)
 {
 	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
 	struct page *first = NULL;
+	if (z->max_pages && z->managed_pages >= z->max_pages)
+		return false; /* exhausted: the caller falls back to another node's zone */
 	if (z->arena)
 		first = pcpm_arena_grow(z->arena, chunk);
 	if (!first) {
@@ -81,6 +87,13 @@ static bool zone_grow(struct zone *z)
 		struct arena *a = pcpm_arena_create(4UL << 20);
 		if (!a)
 			return false;
+		/* before the first grow publishes its pages: a freed page finds its zone here */
+		a->node = z->node;
+		/* One mbind per arena, while nothing in it is faulted yet: the policy covers the
+		 * whole reservation, and mprotect keeps it on the pieces it commits. */
+		if (z->bind >= 0 && pcpm_os_bind_node(a->base, a->reserved, z->os_node,
+						      z->bind == NUMA_BIND_STRICT) != 0)
+			z->mbind_failed++;
 		z->arena = a;
 		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);

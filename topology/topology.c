@@ -60,7 +60,7 @@ void pcpm_topology_init(void)
 		pcpm_nr_cpus = fake;
 	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-	provisional.package = provisional.core = provisional.node = -1;
+	provisional.package = provisional.core = provisional.node = provisional.node_os = -1;
 	provisional.l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
 	provisional.l2_shared = 1;
 	/* Without L3 the L2 is the last level (and is private). */
@@ -110,6 +110,47 @@ static void failed(const char *why, const char *detail)
 	if (pcpm_cfg.verbose)
 		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
 			  detail ? ": " : "", detail ? detail : "");
+}
+
+/*
+ * One zone per NUMA node, from the nodes hwloc gave the CPUs (logical indexes 0..n-1).  The
+ * arenas of each zone are mbind'ed to its node only on the real machine with 2+ nodes: a fake
+ * machine's nodes do not exist here, and with one node there is nothing to choose.
+ */
+static void numa_setup(void)
+{
+	int nr = 1;
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		if (cpus[i].node + 1 > nr)
+			nr = cpus[i].node + 1;
+	if (nr == 1)
+		return; /* the zone and the CPUs' node 0 stay as they are: nothing to do */
+	if (nr > MAX_NUMNODES) {
+		if (pcpm_cfg.verbose)
+			pcpm_warn("topology: %d NUMA nodes, more than %d: one zone", nr, MAX_NUMNODES);
+		return;
+	}
+	size_t len = ALIGN_UP((size_t)(pcpm_nr_cpus + MAX_NUMNODES) * sizeof(int), PAGE_SIZE);
+	int *cpu_node = pcpm_os_map(len, PAGE_SIZE);
+	if (!cpu_node)
+		return;
+	int *os_node = cpu_node + pcpm_nr_cpus;
+	for (int n = 0; n < nr; n++)
+		os_node[n] = n;
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		cpu_node[i] = cpus[i].node >= 0 ? cpus[i].node : 0;
+		if (cpus[i].node >= 0 && cpus[i].node_os >= 0)
+			os_node[cpus[i].node] = cpus[i].node_os;
+	}
+	bool fake = pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic;
+	int bind = fake || pcpm_cfg.numa_bind == NUMA_BIND_OFF ? -1 : pcpm_cfg.numa_bind;
+	if (pcpm_numa_setup(nr, cpu_node, os_node, bind) != 0 && pcpm_cfg.verbose)
+		pcpm_warn("topology: cannot set up %d zones; keeping one", nr);
+	else if (pcpm_cfg.verbose)
+		pcpm_warn("topology: %d NUMA nodes, one zone each; arenas %s", nr,
+			  bind < 0 ? "not bound (fake machine or PCPMALLOC_NUMA_BIND=off)"
+				   : "mbind'ed to their node");
+	pcpm_os_unmap(cpu_node, len);
 }
 
 #define LOAD(field, name)                                          \
@@ -162,6 +203,7 @@ static void discover(void)
 	pcpm_os_unmap(tmp, len);
 	pcpm_topology_state = 1;
 	pcpm_pcp_resize();
+	numa_setup();
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
 		const struct per_cpu_pages *p = &pcpm_pcp[0];

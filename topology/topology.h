@@ -26,6 +26,7 @@ struct pcpm_cpu_cache {
 	size_t slice_bytes;	 /* per_cpu_data_slice_size: llc_bytes / llc_shared */
 	size_t l2_share_bytes;	 /* l2_bytes / l2_shared, or 0 when the L2 is the LLC */
 	int node_cpus;		 /* CPUs on its NUMA node */
+	int node_os;		 /* the kernel's number of that node (mbind); -1 when unknown */
 };
 
 /* Possible CPUs (pcp slots) and the CPUs this process may run on. */
