@@ -69,6 +69,11 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
 static bool zone_grow(struct zone *z)
 {
 	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
+	/* A young zone grows by what it has (4, 4, 8, 16, 32 MiB, then the full step): each
+	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
+	 * block, so a first step of 64 MiB costs every process 16 page faults while a short
+	 * one (a shell, a compiler pass) uses a few hundred KiB. */
+	chunk = MIN(chunk, MAX(z->managed_pages << PAGE_SHIFT, 4UL << 20));
 	struct page *first = NULL;
 	if (z->max_pages && z->managed_pages >= z->max_pages)
 		return false; /* exhausted: the caller falls back to another node's zone */

@@ -175,13 +175,18 @@ EXPORT long long pcpmalloc_stat(const char *name)
 }
 
 /*
- * Runs when the library is loaded (after any early malloc calls already initialised it):
- * makes sure the allocator is ready and registers the fork handlers.  pthread_atfork may
- * allocate; the allocator is initialised by then, so that is fine.
+ * Runs when the library is loaded: registers the fork handlers (they do nothing until the
+ * allocator is initialised).  The allocator itself starts on the first allocation, as it
+ * must anyway when ld.so or libc allocate before any constructor ran: a process that never
+ * allocates (/bin/true) pays for no set-up at all.  Only when statistics or the verbose
+ * sizing line are asked for does it start here, so that they are printed for such a process
+ * too and the stats keep their copy of stderr from the start.  pthread_atfork may allocate;
+ * that initialises the allocator through the normal path.
  */
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
-	pcpm_init();
+	if (pcpm_getenv("PCPMALLOC_STATS") || pcpm_getenv("PCPMALLOC_VERBOSE"))
+		pcpm_init();
 	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
 }
 
