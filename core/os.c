@@ -142,6 +142,32 @@ const char *pcpm_getenv(const char *name)
 	return NULL;
 }
 
+size_t pcpm_env_prefixed(const char *prefix, const char **out, size_t max)
+{
+	size_t n = 0, plen = strlen(prefix);
+	char **e = environ;
+	if (!e)
+		return 0;
+	for (; *e; e++) {
+		/* first byte inline: most entries differ there and cost no call */
+		if ((*e)[0] != prefix[0] || strncmp(*e, prefix, plen) != 0)
+			continue;
+		if (n < max)
+			out[n] = *e;
+		n++;
+	}
+	return n;
+}
+
+const char *pcpm_env_find(const char *const *entries, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(entries[i], name, len) == 0 && entries[i][len] == '=')
+			return entries[i] + len + 1;
+	return NULL;
+}
+
 /* Reads a small file into buf with raw syscalls (no stdio: it would allocate). */
 static ssize_t read_small_file(const char *path, char *buf, size_t len)
 {

@@ -98,6 +98,15 @@ uint64_t pcpm_now_ns(void);
 /* getenv() that reads environ directly: usable before libc finished starting up. */
 const char *pcpm_getenv(const char *name);
 
+/*
+ * The environment entries ("NAME=value") that start with prefix, in one pass over environ:
+ * up to max of them are stored in out; returns how many there are.  Lets the tunables be
+ * read with one scan of the environment instead of one per tunable.
+ */
+size_t pcpm_env_prefixed(const char *prefix, const char **out, size_t max);
+/* The value of name among entries found by pcpm_env_prefixed; NULL when absent. */
+const char *pcpm_env_find(const char *const *entries, size_t n, const char *name);
+
 /* Number of possible CPUs (from /sys/devices/system/cpu/possible; no malloc). >= 1. */
 int pcpm_possible_cpus(void);
 

@@ -185,7 +185,10 @@ EXPORT long long pcpmalloc_stat(const char *name)
  */
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
-	if (pcpm_getenv("PCPMALLOC_STATS") || pcpm_getenv("PCPMALLOC_VERBOSE"))
+	const char *v[8];
+	size_t n = pcpm_env_prefixed("PCPMALLOC_", v, 8);
+	if (n && (n > 8 || pcpm_env_find(v, n, "PCPMALLOC_STATS") ||
+		  pcpm_env_find(v, n, "PCPMALLOC_VERBOSE")))
 		pcpm_init();
 	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
 }
