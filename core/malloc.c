@@ -720,6 +720,7 @@ void pcpm_fork_child(void)
 		return;
 	tcache_fork_child();
 	pcpm_vmstat_fork_child();
+	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();
 	pcpm_lock_reset(&huge_lock);
 	zones_unlock_all(true);

@@ -209,6 +209,8 @@ void pcpm_stats_dump_at_exit(void)
 {
 	if (pcpm_cfg.stats == STATS_OFF)
 		return;
+	/* a discovery in flight on its helper thread: its sizes, if they come within 1 s */
+	pcpm_topology_wait(1000);
 	int fd = stderr_copy >= 0 && fcntl(stderr_copy, F_GETFD) >= 0 ? stderr_copy : 2;
 	if (pcpm_cfg.stats_file) {
 		char path[4096];

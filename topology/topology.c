@@ -15,7 +15,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +28,8 @@ int pcpm_topology_due;
 static struct pcpm_cpu_cache provisional;
 static struct pcpm_cpu_cache *cpus; /* pcpm_nr_cpus entries once init has run */
 static _Atomic int claimed;
+/* Lazy discovery runs on a helper thread; 1 while it runs (fork and the exit dump look). */
+static _Atomic int helper_running;
 static _Atomic unsigned long nr_refills;
 static uint64_t start_ms;
 
@@ -217,6 +221,43 @@ static void discover(void)
 	}
 }
 
+static void *discover_thread(void *arg)
+{
+	(void)arg;
+	discover();
+	atomic_store(&helper_running, 0);
+	return NULL;
+}
+
+/*
+ * Lazy discovery on a short-lived helper thread, never in the thread that called malloc.
+ * dlopen takes the dynamic loader's lock and runs hwloc's constructors (and its libraries'):
+ * from inside malloc that would deadlock when the caller holds a lock that another thread,
+ * itself inside dlopen with the loader's lock held, is waiting for (or that a constructor
+ * needs).  The caller returns at once; the helper may wait for the loader's lock, but nobody
+ * waits for the helper, so no cycle can form.  It runs with every signal blocked (the
+ * program's handlers never run on it) and exits when done.  When no thread can be started,
+ * the provisional sizes stay (one warning under PCPMALLOC_VERBOSE=1).
+ */
+static void start_helper(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store(&helper_running, 1);
+	int r = pthread_create(&t, &attr, discover_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		atomic_store(&helper_running, 0);
+		failed("cannot start the discovery thread", strerror(r));
+	}
+}
+
 void pcpm_topology_discover(void)
 {
 	if (!__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED))
@@ -232,6 +273,29 @@ void pcpm_topology_discover(void)
 	/* From here on the hwloc calls that allocate re-enter malloc, which finds due == 0. */
 	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
 	int e = errno;
-	discover();
+	/* PCPMALLOC_TOPOLOGY=now asked for the sizes before the first allocation returns
+	 * (tests, measurements): discovery runs right here, at the first malloc. */
+	if (pcpm_cfg.topology == TOPO_NOW)
+		discover();
+	else
+		start_helper();
 	errno = e;
+}
+
+void pcpm_topology_wait(unsigned max_ms)
+{
+	for (unsigned i = 0; i < max_ms && atomic_load(&helper_running); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void pcpm_topology_fork_child(void)
+{
+	/* the helper does not exist in the child: let the child discover for itself */
+	if (atomic_load(&helper_running)) {
+		atomic_store(&helper_running, 0);
+		atomic_store(&claimed, 0);
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
+	}
 }

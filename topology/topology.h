@@ -48,9 +48,14 @@ void pcpm_topology_note_refill(void);
 /* From the periodic work: marks discovery due when the refills were done early. */
 void pcpm_topology_tick(void);
 
-/* From the malloc slow path, no lock held: runs hwloc discovery once when it is due. */
+/* From the malloc slow path, no lock held: starts hwloc discovery once when it is due, on a
+ * helper thread (PCPMALLOC_TOPOLOGY=now: in the calling thread). */
 extern int pcpm_topology_due;
 void pcpm_topology_discover(void);
+/* Waits up to max_ms for a discovery in flight on the helper thread (exit statistics). */
+void pcpm_topology_wait(unsigned max_ms);
+/* fork child: a discovery the parent's helper had in flight is started again later. */
+void pcpm_topology_fork_child(void);
 static inline void pcpm_topology_maybe_discover(void)
 {
 	if (__builtin_expect(__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED), 0))

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""check_topology.py TOOL LIBPCPMALLOC TOPO_WORK SRCDIR
+"""check_topology.py TOOL LIBPCPMALLOC TOPO_WORK SRCDIR CTOR_LOCK_LIB
 
 The tool (pcpmalloc-topology --json) and the library (LD_PRELOAD, PCPMALLOC_TOPOLOGY=now,
 PCPMALLOC_STATS=json) on fake machines, against per-CPU values worked out by hand from
 kernel-pcp.md ("pcpmalloc's choices", section 6); the arithmetic is in test_sizing.c and
 repeated in short below.  4 KiB pages; batch 63, high_min 4*63 = 252, flag when
 slice pages > 3*63 = 189.  Then this machine (tool == library), hwloc missing, a bad
-description, and lazy discovery (a busy process loads hwloc, a short one does not).
+description, lazy discovery (a busy process loads hwloc, a short one does not), and lazy
+discovery started by a malloc whose caller holds a lock that a library constructor, running
+inside another thread's dlopen, waits for (it must not deadlock).
 """
 import json, os, subprocess, sys, tempfile
 
-tool, lib, work, srcdir = sys.argv[1:5]
+tool, lib, work, srcdir, ctor_lock = sys.argv[1:6]
 FIELDS = ("package", "core", "node", "l2_bytes", "llc_bytes", "slice_bytes", "batch",
           "high_min", "high_max", "free_high_batch")
 failures = 0
@@ -206,6 +208,26 @@ if st and st["topology"] != "hwloc":
     fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
 elif st:
     print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills)" % st["refills"])
+
+# Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Run synchronously in
+# the malloc caller, this hangs (the timeout fails it); on the helper thread, the helper is
+# seen waiting while the caller holds the lock, and it finishes once the lock is released.
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "st.json")
+    env = dict(os.environ, LD_PRELOAD=lib, PCPMALLOC_STATS="json", PCPMALLOC_STATS_FILE=path,
+               PCPMALLOC_TOPOLOGY="lazy", PCPMALLOC_HIGH_MAX="300")
+    try:
+        p = subprocess.run([work, "dlopen-lock", ctor_lock], env=env, capture_output=True,
+                           text=True, timeout=60)
+        st = json.load(open(path)) if p.returncode == 0 else None
+        if p.returncode != 0:
+            fail("discovery under a held lock: exit %d: %s" % (p.returncode, p.stderr))
+        elif "holding the lock: 3" not in p.stdout or st["topology"] != "hwloc":
+            fail("discovery under a held lock: %r, topology %s" % (p.stdout, st["topology"]))
+        else:
+            print("ok: lazy discovery while the caller holds a lock a constructor needs (no deadlock)")
+    except subprocess.TimeoutExpired:
+        fail("discovery under a held lock: deadlock (timeout)")
 
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -2,9 +2,13 @@
  * (a short-lived process), "busy" moves 32 MiB at a time through the pcps for 150 ms,
  * "numa" allocates page runs on CPU 0 and on CPU 1 (pinned threads) and has each CPU free
  * the other's, then trims: on a fake machine with CPU 0 on node 0 and CPU 1 on node 1 every
- * zone must get back all of its own pages.  Exit 77 when CPU 1 is not available. */
+ * zone must get back all of its own pages.  Exit 77 when CPU 1 is not available.
+ * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock). */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
 #include <malloc.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -79,10 +83,74 @@ static int numa(void)
 	return r;
 }
 
+pthread_mutex_t topo_work_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int nr_threads(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void *load_lib(void *lib)
+{
+	/* dlopen holds the loader's lock while ctor_lock's constructor waits for ours */
+	return dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Thread B is inside dlopen (the loader's lock held), its library's constructor waiting for
+ * topo_work_lock; this thread holds topo_work_lock and does allocator work until lazy
+ * discovery is due and starts.  Had discovery called dlopen here, this thread would wait for
+ * the loader's lock and B for topo_work_lock: a deadlock (the test would hang).  Discovery
+ * runs on a helper thread instead: while the lock is still held, that helper exists (it waits
+ * for the loader's lock) and this thread carries on; once the lock is released everything
+ * completes.  Prints the thread count seen while holding the lock (3: main, B, helper).
+ */
+static int dlopen_lock(const char *lib)
+{
+	static void *big[1024];
+	pthread_mutex_lock(&topo_work_lock);
+	pthread_t b;
+	if (pthread_create(&b, NULL, load_lib, (void *)lib) != 0)
+		return 1;
+	sleep_ms(100); /* B is in the constructor by now; the process is older than 50 ms */
+	for (int round = 0; round < 16; round++) {
+		for (int i = 0; i < 1024; i++)
+			if (!(big[i] = malloc(32768)))
+				return 1;
+		for (int i = 0; i < 1024; i++)
+			free(big[i]);
+	}
+	sleep_ms(50);
+	printf("threads while holding the lock: %d\n", nr_threads());
+	pthread_mutex_unlock(&topo_work_lock);
+	void *h;
+	pthread_join(b, &h);
+	if (!h) {
+		fprintf(stderr, "topo_work: dlopen %s: %s\n", lib, dlerror());
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "numa") == 0)
 		return numa();
+	if (argc > 2 && strcmp(argv[1], "dlopen-lock") == 0)
+		return dlopen_lock(argv[2]);
 	int busy = argc > 1 && strcmp(argv[1], "busy") == 0;
 	void *keep[64] = { 0 };
 	if (!busy) {
