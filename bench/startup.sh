@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # bench/startup.sh - process start-up cost of each allocator, as ratios to glibc.
 #
-#   bash bench/startup.sh [BUILD_DIR] [--runs N] [--loop N] [--json FILE]
+#   bash bench/startup.sh [BUILD_DIR] [--rounds R] [--runs N] [--loop N] [--only a,b] [--json FILE]
 #
-# Two commands, each run by hyperfine under every allocator side by side in one invocation
-# (so the machine's load hits all alike): `/bin/true`, and a shell that starts N (1000)
-# `sh -c :` processes, every one of them with the allocator preloaded.  Prints the median wall
-# time of each and its ratio to glibc's median, one line per allocator; allocators whose
-# library is not installed are skipped.  Medians, not means: a start-up time has a long tail
-# on a shared machine.  --json FILE writes the figures as JSON for other scripts.
+# Two commands, timed by hyperfine under every allocator: `/bin/true` (N runs per round,
+# default 20) and a shell that starts N (1000) `sh -c :` processes, every one of them with the
+# allocator preloaded (1 run per round).  The allocators take turns within each of R rounds
+# (default 5; the order rotates each round), and a figure is the median of all its runs
+# (hyperfine --export-json keeps every run's time): on a shared machine the load changes from
+# second to second, and a side-by-side, interleaved median is what stays comparable.  Prints
+# each median and its ratio to glibc's; allocators whose library is not installed are
+# skipped; --only picks some (glibc is always measured).  --json FILE writes the figures.
 # Goal for pcpmalloc (issue 3): both ratios <= 1.15.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-build=build runs=40 loop=1000 json_out=
+build=build rounds=5 runs=20 loop=1000 json_out= only=
 while [[ $# -gt 0 ]]; do
 	case $1 in
+	--rounds) rounds=$2; shift 2 ;;
 	--runs) runs=$2; shift 2 ;;
 	--loop) loop=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
 	--json) json_out=$2; shift 2 ;;
-	-h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,14p' "$0"; exit 0 ;;
 	*) build=$1; shift ;;
 	esac
 done
@@ -29,46 +33,54 @@ pcpm=$(realpath "$build/preload/libpcpmalloc.so")
 
 libdir=/usr/lib/x86_64-linux-gnu
 names=(glibc) libs=("")
-for pair in jemalloc:libjemalloc.so.2 mimalloc:libmimalloc.so.2 tcmalloc:libtcmalloc_minimal.so.4; do
-	if [[ -e $libdir/${pair#*:} ]]; then
-		names+=("${pair%%:*}")
-		libs+=("$libdir/${pair#*:}")
-	fi
+for pair in jemalloc:$libdir/libjemalloc.so.2 mimalloc:$libdir/libmimalloc.so.2 \
+	tcmalloc:$libdir/libtcmalloc_minimal.so.4 pcpmalloc:$pcpm; do
+	name=${pair%%:*} lib=${pair#*:}
+	[[ -z $only || ,$only, == *,$name,* ]] || continue
+	[[ -e $lib ]] || continue
+	names+=("$name")
+	libs+=("$lib")
 done
-names+=(pcpmalloc) libs+=("$pcpm")
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The loop runs under a plain shell; only the `sh -c :` children get the allocator, so the
-# figure is the cost of 1000 process starts, not of one long-lived shell.
+# figure is the cost of N process starts, not of one long-lived shell.
 cat >"$tmp/loop.sh" <<EOF
 i=0
 while [ \$i -lt $loop ]; do LD_PRELOAD="\$1" sh -c :; i=\$((i + 1)); done
 EOF
 
-bench() { # name of the case, command template with @LIB@
-	local case=$1 tmpl=$2 args=()
-	for i in "${!names[@]}"; do
-		args+=(-n "${names[$i]}" "${tmpl//@LIB@/${libs[$i]}}")
+n=${#names[@]}
+for ((r = 0; r < rounds; r++)); do
+	for ((k = 0; k < n; k++)); do
+		i=$(((k + r) % n))
+		hyperfine -N --style none --warmup 2 --runs "$runs" \
+			--export-json "$tmp/true.$r.${names[$i]}.json" \
+			"env LD_PRELOAD=${libs[$i]} /bin/true" >/dev/null 2>&1
+		hyperfine -N --style none --runs 1 \
+			--export-json "$tmp/loop.$r.${names[$i]}.json" \
+			"sh $tmp/loop.sh ${libs[$i]}" >/dev/null 2>&1
 	done
-	hyperfine -N --style none --warmup 3 --runs "$3" --export-json "$tmp/$case.json" \
-		"${args[@]}" >/dev/null
-}
+done
 
-bench true "env LD_PRELOAD=@LIB@ /bin/true" "$runs"
-bench loop "sh $tmp/loop.sh @LIB@" "$(( runs / 8 > 3 ? runs / 8 : 3 ))"
-
-python3 - "$tmp/true.json" "$tmp/loop.json" "$loop" "$json_out" <<'EOF'
-import json, sys
-true_j, loop_j, loop, out = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-med = lambda f: {r["command"]: r["median"] for r in json.load(open(f))["results"]}
-t, l = med(true_j), med(loop_j)
-print("%-10s %14s %8s %22s %8s" % ("allocator", "/bin/true ms", "ratio", "%s x sh -c : ms" % loop, "ratio"))
+python3 - "$tmp" "$loop" "$json_out" "${names[@]}" <<'EOF'
+import glob, json, os, statistics, sys
+tmp, loop, out, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+def median(case, name):
+    times = []
+    for f in glob.glob(os.path.join(tmp, "%s.*.%s.json" % (case, name))):
+        times += json.load(open(f))["results"][0]["times"]
+    return statistics.median(times), len(times)
+t = {n: median("true", n) for n in names}
+l = {n: median("loop", n) for n in names}
+print("%-10s %14s %8s %22s %8s   runs" % ("allocator", "/bin/true ms", "ratio", "%s x sh -c : ms" % loop, "ratio"))
 res = {}
-for name in t:
-    rt, rl = t[name] / t["glibc"], l[name] / l["glibc"]
-    res[name] = {"true_median_s": t[name], "true_ratio": rt, "loop_median_s": l[name], "loop_ratio": rl}
-    print("%-10s %14.3f %8.3f %22.1f %8.3f" % (name, t[name] * 1e3, rt, l[name] * 1e3, rl))
+for n in names:
+    rt, rl = t[n][0] / t["glibc"][0], l[n][0] / l["glibc"][0]
+    res[n] = {"true_median_s": t[n][0], "true_ratio": rt, "loop_median_s": l[n][0], "loop_ratio": rl,
+              "true_runs": t[n][1], "loop_runs": l[n][1]}
+    print("%-10s %14.3f %8.3f %22.1f %8.3f   %d/%d" % (n, t[n][0] * 1e3, rt, l[n][0] * 1e3, rl, t[n][1], l[n][1]))
 if out:
     json.dump(res, open(out, "w"), indent=1)
 EOF

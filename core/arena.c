@@ -10,18 +10,18 @@
 #include <string.h>
 #include <sys/resource.h>
 
-struct arena pcpm_arena0;
-struct arena *pcpm_arenas[MAX_ARENAS];
-_Atomic int pcpm_nr_arenas;
+struct arena pcpm_arena0 PCPM_HOT;
+struct arena *pcpm_arenas[MAX_ARENAS] PCPM_HOT;
+_Atomic int pcpm_nr_arenas PCPM_HOT;
 
 /* Radix map: 47-bit user addresses, 4 MiB granules -> 2^25 entries in 2^12 leaves of 2^13. */
 #define GRANULE_SHIFT 22
 #define LEAF_BITS 13
 #define ROOT_BITS (47 - GRANULE_SHIFT - LEAF_BITS)
 static _Atomic(struct region *_Atomic *) map_root[1 << ROOT_BITS];
-static pcpm_lock_t map_lock = PCPM_LOCK_INIT;
-static pcpm_lock_t meta_lock = PCPM_LOCK_INIT;
-static struct region *region_free_list;
+static pcpm_lock_t map_lock PCPM_HOT = PCPM_LOCK_INIT;
+static pcpm_lock_t meta_lock PCPM_HOT = PCPM_LOCK_INIT;
+static struct region *region_free_list PCPM_HOT;
 
 struct region *pcpm_region_of(const void *p)
 {
@@ -42,8 +42,12 @@ void pcpm_map_set(const void *base, size_t len, struct region *r)
 	uintptr_t a = (uintptr_t)base;
 	pcpm_lock(&map_lock);
 	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
-		struct region *_Atomic *leaf =
-			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
+		/* A compare-exchange of NULL with NULL reads the root entry with a write: the
+		 * first touch of this page of map_root (zero-filled .bss) faults once, for
+		 * writing, instead of once to read the zero page and again to copy it. */
+		struct region *_Atomic *leaf = NULL;
+		atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &leaf, NULL,
+							memory_order_relaxed, memory_order_relaxed);
 		if (!leaf) {
 			leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
 			if (!leaf)
@@ -72,7 +76,7 @@ struct page *pcpm_page_of_slow(const void *p)
 #define MIN_RESERVE ARENA_ALIGN
 
 /* Zones grow under their own locks: arena creation is serialised here (index, table). */
-static pcpm_lock_t create_lock = PCPM_LOCK_INIT;
+static pcpm_lock_t create_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct arena *arena_create_locked(size_t min_bytes);
 
 struct arena *pcpm_arena_create(size_t min_bytes)
@@ -155,13 +159,19 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
+	/* The first refill of a process splits the arena's first 4 MiB block down to its
+	 * pages, writing descriptors on up to 6 of its 16 descriptor pages (the halves at
+	 * +512, +256, ... pages): one call prefaults them, where each fault costs microseconds
+	 * (a short process pays them all; kernel-pcp.md has no analogue, struct pages exist). */
+	if (c == 0)
+		pcpm_os_populate(a->desc, MIN(dhi, (size_t)(1024 * sizeof(struct page))));
 	pcpm_map_set(a->base + c, len, a->region);
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);
 	return first;
 }
 
 /* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */
-static char *meta_cur, *meta_end;
+static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
 
 void *pcpm_meta_alloc(size_t len)
 {

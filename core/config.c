@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct pcpm_config pcpm_cfg;
+struct pcpm_config pcpm_cfg PCPM_HOT;
 
 enum type { T_INT, T_ENUM, T_STR };
 

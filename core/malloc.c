@@ -15,8 +15,8 @@
 
 static void huge_cache_decay(uint64_t now);
 
-static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
-static _Atomic int init_done;
+static pcpm_lock_t init_lock PCPM_HOT = PCPM_LOCK_INIT;
+static _Atomic int init_done PCPM_HOT;
 
 void pcpm_init(void)
 {

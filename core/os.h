@@ -13,6 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * PCPM_HOT: small globals that every process writes while the allocator starts.  They go to
+ * .data, whose page ld.so has already written (it zeroes the start of .bss there), instead
+ * of being spread over the pages of .bss, each of which costs a page fault on first touch
+ * (two when it is read before it is written).  Worth about 5 faults per process start.
+ */
+#define PCPM_HOT __attribute__((section(".data.pcpm_hot")))
+
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define PCPM_NOINLINE __attribute__((noinline))
@@ -82,6 +90,9 @@ bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 void pcpm_os_purge(void *p, size_t len);
+/* Prefault [p, p+len) writable in one call (MADV_POPULATE_WRITE, Linux 5.14+); a hint: an
+ * older kernel's refusal is ignored and the pages fault in one by one as before. */
+void pcpm_os_populate(void *p, size_t len);
 
 /*
  * pcpm_os_bind_node: mbind(2) [p, p+len) (page aligned) to the kernel's node os_node, by raw

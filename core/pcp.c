@@ -15,14 +15,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct per_cpu_pages *pcpm_pcp;
-_Atomic uint8_t *pcpm_cpu_node;
+struct per_cpu_pages *pcpm_pcp PCPM_HOT;
+_Atomic uint8_t *pcpm_cpu_node PCPM_HOT;
 
 /* glibc >= 2.35 registers an rseq area per thread; cpu_id sits at offset 4 of it. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
-static ptrdiff_t rseq_cpu_off;
-static bool use_rseq;
+static ptrdiff_t rseq_cpu_off PCPM_HOT;
+static bool use_rseq PCPM_HOT;
 
 static inline char *thread_pointer(void)
 {

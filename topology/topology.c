@@ -23,15 +23,15 @@
 
 int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
-int pcpm_topology_state;
-int pcpm_topology_due;
-static struct pcpm_cpu_cache provisional;
-static struct pcpm_cpu_cache *cpus; /* pcpm_nr_cpus entries once init has run */
-static _Atomic int claimed;
+int pcpm_topology_state PCPM_HOT;
+int pcpm_topology_due PCPM_HOT;
+static struct pcpm_cpu_cache provisional PCPM_HOT;
+static struct pcpm_cpu_cache *cpus PCPM_HOT; /* pcpm_nr_cpus entries once init has run */
+static _Atomic int claimed PCPM_HOT;
 /* Lazy discovery runs on a helper thread; 1 while it runs (fork and the exit dump look). */
-static _Atomic int helper_running;
-static _Atomic unsigned long nr_refills;
-static uint64_t start_ms;
+static _Atomic int helper_running PCPM_HOT;
+static _Atomic unsigned long nr_refills PCPM_HOT;
+static uint64_t start_ms PCPM_HOT;
 
 /*
  * Discovery starts once the process has done PCPM_TOPO_REFILLS pcp refills and lived
