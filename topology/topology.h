@@ -6,7 +6,10 @@
  * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
  * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), hwloc is dlopen'ed and
  * the real topology replaces them (pcpm_topology_maybe_discover, from the malloc slow path,
- * with no allocator lock held).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake machine.
+ * with no allocator lock held, which starts a helper thread for it: a dlopen inside the
+ * caller's malloc could deadlock on the caller's own locks).  The NUMA nodes found bring up
+ * one zone per node (pcpm_numa_setup).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake
+ * machine.
  * Thread-safety: pcpm_topology_init() runs once during allocator init; discovery runs once
  * (an atomic claim) and publishes each CPU's entry before the pcps are resized.
  */
