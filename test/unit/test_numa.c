@@ -89,6 +89,17 @@ int main(void)
 	pcp_free(b, 0);
 	CHECK_EQ(zone_pcp(z0, cpu)->count, c0 + 1);
 	pcp_free(big, 5);
+	/* and the other way round: a node-0 page freed by a CPU of node 1 goes to that CPU's
+	 * pcp of zone 0 */
+	struct page *b0 = pcp_alloc(0);
+	CHECK(b0 && page_zone(b0) == z0);
+	all_cpus_on(1);
+	c0 = zone_pcp(z0, cpu)->count;
+	c1 = zone_pcp(z1, cpu)->count;
+	pcp_free(b0, 0);
+	CHECK_EQ(zone_pcp(z0, cpu)->count, c0 + 1);
+	CHECK_EQ(zone_pcp(z1, cpu)->count, c1);
+	all_cpus_on(0);
 	c1 = zone_pcp(z1, cpu)->count;
 	CHECK(c1 > 0 && c1 <= zone_pcp(z1, cpu)->batch);
 
