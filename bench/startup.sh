@@ -9,8 +9,10 @@
 # (default 5; the order rotates each round), and a figure is the median of all its runs
 # (hyperfine --export-json keeps every run's time): on a shared machine the load changes from
 # second to second, and a side-by-side, interleaved median is what stays comparable.  Prints
-# each median and its ratio to glibc's; allocators whose library is not installed are
-# skipped; --only picks some (glibc is always measured).  --json FILE writes the figures.
+# each median and its ratio to glibc's, and beside them the ratios of the CPU time (user +
+# sys, medians of hyperfine's per-round means), which a busy machine disturbs less than wall
+# time; allocators whose library is not installed are skipped; --only picks some (glibc is
+# always measured).  --json FILE writes the figures.
 # Goal for pcpmalloc (issue 3): both ratios <= 1.15.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,7 +25,7 @@ while [[ $# -gt 0 ]]; do
 	--loop) loop=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
 	--json) json_out=$2; shift 2 ;;
-	-h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,16p' "$0"; exit 0 ;;
 	*) build=$1; shift ;;
 	esac
 done
@@ -68,19 +70,24 @@ python3 - "$tmp" "$loop" "$json_out" "${names[@]}" <<'EOF'
 import glob, json, os, statistics, sys
 tmp, loop, out, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 def median(case, name):
-    times = []
+    times, cpu = [], []
     for f in glob.glob(os.path.join(tmp, "%s.*.%s.json" % (case, name))):
-        times += json.load(open(f))["results"][0]["times"]
-    return statistics.median(times), len(times)
+        r = json.load(open(f))["results"][0]
+        times += r["times"]
+        cpu.append(r["user"] + r["system"])  # hyperfine keeps only the mean CPU time per call
+    return statistics.median(times), len(times), statistics.median(cpu)
 t = {n: median("true", n) for n in names}
 l = {n: median("loop", n) for n in names}
-print("%-10s %14s %8s %22s %8s   runs" % ("allocator", "/bin/true ms", "ratio", "%s x sh -c : ms" % loop, "ratio"))
+print("%-10s %14s %8s %22s %8s   %s" % ("allocator", "/bin/true ms", "ratio", "%s x sh -c : ms" % loop,
+                                          "ratio", "CPU-time ratios (user+sys)  runs"))
 res = {}
 for n in names:
     rt, rl = t[n][0] / t["glibc"][0], l[n][0] / l["glibc"][0]
+    ct, cl = t[n][2] / t["glibc"][2], l[n][2] / l["glibc"][2]
     res[n] = {"true_median_s": t[n][0], "true_ratio": rt, "loop_median_s": l[n][0], "loop_ratio": rl,
-              "true_runs": t[n][1], "loop_runs": l[n][1]}
-    print("%-10s %14.3f %8.3f %22.1f %8.3f   %d/%d" % (n, t[n][0] * 1e3, rt, l[n][0] * 1e3, rl, t[n][1], l[n][1]))
+              "true_cpu_ratio": ct, "loop_cpu_ratio": cl, "true_runs": t[n][1], "loop_runs": l[n][1]}
+    print("%-10s %14.3f %8.3f %22.1f %8.3f   %6.3f %6.3f             %d/%d" %
+          (n, t[n][0] * 1e3, rt, l[n][0] * 1e3, rl, ct, cl, t[n][1], l[n][1]))
 if out:
     json.dump(res, open(out, "w"), indent=1)
 EOF
