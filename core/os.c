@@ -95,12 +95,17 @@ void pcpm_os_unmap(void *p, size_t len)
 	munmap(p, len);
 }
 
-void pcpm_os_purge(void *p, size_t len)
+bool pcpm_os_purge(void *p, size_t len)
 {
 	int e = errno;
-	madvise(p, len, MADV_DONTNEED);
+	bool ok = madvise(p, len, MADV_DONTNEED) == 0;
+	if (!ok)
+		pcpm_purge_errno = errno;
 	errno = e;
+	return ok;
 }
+
+int pcpm_purge_errno;
 
 int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict)
 {
@@ -241,6 +246,32 @@ static void vmsg(const char *fmt, va_list ap)
 	buf[n++] = '\n';
 	ssize_t w = write(2, buf, n);
 	(void)w;
+	errno = e;
+}
+
+size_t pcpm_bappend(char *buf, size_t len, size_t n, const char *fmt, ...)
+{
+	if (n >= len)
+		return len ? len - 1 : 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+	if (m > 0)
+		n = n + (size_t)m < len ? n + (size_t)m : len - 1;
+	return n;
+}
+
+void pcpm_write_stderr(const char *buf, size_t n)
+{
+	int e = errno;
+	while (n) {
+		ssize_t w = write(2, buf, n);
+		if (w <= 0)
+			break;
+		buf += w;
+		n -= (size_t)w;
+	}
 	errno = e;
 }
 

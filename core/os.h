@@ -83,13 +83,15 @@ static inline void pcpm_lock_reset(pcpm_lock_t *l)
  * pcpm_os_reserve: PROT_NONE, not committed (no swap/overcommit charge); NULL on failure.
  * pcpm_os_commit: make [p, p+len) read/write; false on failure (ENOMEM).
  * pcpm_os_map: a committed read/write anonymous mapping aligned to align; NULL on failure.
- * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after).
+ * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after);
+ *   false when madvise failed (the pages stay resident; the caller may report it).
  */
 void *pcpm_os_reserve(size_t len, size_t align);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
-void pcpm_os_purge(void *p, size_t len);
+bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
+extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
 /* Prefault [p, p+len) writable in one call (MADV_POPULATE_WRITE, Linux 5.14+); a hint: an
  * older kernel's refusal is ignored and the pages fault in one by one as before. */
 void pcpm_os_populate(void *p, size_t len);
@@ -128,6 +130,15 @@ size_t pcpm_rss_bytes(void);
 void pcpm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Same, then abort(): the report for corrupted heaps and invalid/double frees. */
 void pcpm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn, cold));
+
+/*
+ * snprintf-style append at buf[n] (buf holds len bytes); returns the new length, clamped so
+ * that buf stays NUL-terminated.  For messages built on the stack: never allocates.
+ */
+size_t pcpm_bappend(char *buf, size_t len, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Writes n bytes to stderr (one write(2) where the kernel allows); keeps errno. */
+void pcpm_write_stderr(const char *buf, size_t n);
 
 /* A per-process random 64-bit value (getrandom, falling back to clock and address bits). */
 uint64_t pcpm_random64(void);
