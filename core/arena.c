@@ -174,13 +174,6 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
-	/* The first refill of a process splits the arena's first 4 MiB block down to its
-	 * pages, writing the descriptors of the halves at +512, +256, +128, +64 pages and of
-	 * the first 64: descriptor pages 8, 4, 2, 1 and 0.  One call prefaults pages 0..8,
-	 * where each fault costs microseconds (a short process pays them all; kernel-pcp.md has
-	 * no analogue: the kernel's struct pages exist from boot). */
-	if (c == 0)
-		pcpm_os_populate(a->desc, MIN(dhi, (size_t)(513 * sizeof(struct page))));
 	vg_fresh(a->base + c, len);
 	pcpm_map_set(a->base + c, len, a->region);
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);

@@ -121,16 +121,6 @@ int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict)
 	return r == 0 ? 0 : -1;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-void pcpm_os_populate(void *p, size_t len)
-{
-	int e = errno;
-	madvise(p, len, MADV_POPULATE_WRITE);
-	errno = e;
-}
-
 uint64_t pcpm_now_ms(void)
 {
 	struct timespec ts;

@@ -92,9 +92,6 @@ void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
-/* Prefault [p, p+len) writable in one call (MADV_POPULATE_WRITE, Linux 5.14+); a hint: an
- * older kernel's refusal is ignored and the pages fault in one by one as before. */
-void pcpm_os_populate(void *p, size_t len);
 
 /*
  * pcpm_os_bind_node: mbind(2) [p, p+len) (page aligned) to the kernel's node os_node, by raw
