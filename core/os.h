@@ -92,6 +92,8 @@ void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
+/* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
+bool pcpm_os_guard(void *p, size_t len);
 
 /*
  * pcpm_os_bind_node: mbind(2) [p, p+len) (page aligned) to the kernel's node os_node, by raw
