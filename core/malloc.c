@@ -19,7 +19,7 @@
 static void huge_cache_decay(uint64_t now);
 
 static pcpm_lock_t init_lock PCPM_HOT = PCPM_LOCK_INIT;
-static uintptr_t huge_base_mask; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
+static uintptr_t huge_base_mask PCPM_HOT; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
 static _Atomic int init_done PCPM_HOT;
 
 /*
