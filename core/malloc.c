@@ -1123,6 +1123,7 @@ void pcpm_fork_child(void)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	tcache_fork_child();
+	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
 	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();
