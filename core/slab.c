@@ -10,8 +10,7 @@
 
 #include <string.h>
 
-/* page-aligned: the 8 KiB that pcpm_slab_init writes cost two page faults, not three */
-struct kmem_cache pcpm_caches[NR_SIZE_CLASSES] __attribute__((aligned(4096)));
+struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
 uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
 uintptr_t pcpm_link_key PCPM_HOT;
