@@ -154,7 +154,9 @@ void *pcpm_meta_alloc(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	pcpm_lock(&meta_lock);
-	if (meta_cur + len > meta_end) {
+	/* (a difference, not meta_cur + len: before the first chunk both are NULL, and
+	 * NULL + len is undefined behaviour that UBSan reports) */
+	if ((size_t)(meta_end - meta_cur) < len) {
 		size_t chunk = MAX(len, 1UL << 20);
 		char *p = pcpm_os_map(chunk, PAGE_SIZE);
 		if (!p) {

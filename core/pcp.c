@@ -89,7 +89,10 @@ static void set_sizes(struct per_cpu_pages *pcp, const struct pcpm_size_out *sz)
 void pcpm_pcp_init(void)
 {
 	size_t n = (size_t)pcpm_nr_cpus;
-	pcpm_pcp = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages));
+	/* metadata is 64-byte aligned; the pagesets want their own 256 bytes each (no false
+	 * sharing with a neighbour's adjacent-line prefetch), so align the array up */
+	char *raw = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages) + 255);
+	pcpm_pcp = raw ? (struct per_cpu_pages *)ALIGN_UP((uintptr_t)raw, 256) : NULL;
 	if (!pcpm_pcp)
 		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
 	uint64_t now = pcpm_now_ms();
