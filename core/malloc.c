@@ -220,11 +220,13 @@ static void huge_cache_decay(uint64_t now)
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
-		pcpm_os_purge(r->base, r->len);
-		r->dirty = 0;
+		if (pcpm_os_purge(r->base, r->len))
+			r->dirty = 0; /* else it stays dirty: calloc must clear it */
 		pcpm_lock(&huge_lock);
 		if (!huge_cache[i]) {
 			huge_cache[i] = r;
+			if (r->dirty)
+				huge_cached_bytes += r->len;
 			r = NULL;
 		}
 		pcpm_unlock(&huge_lock);
@@ -247,14 +249,14 @@ static void *huge_realloc(struct region *r, size_t size)
 		return r->base;
 	char *old = r->base;
 	size_t oldlen = r->len;
-	void *p = mremap(old, oldlen, len, 0);
-	if (p == MAP_FAILED) {
+	void *p = pcpm_os_remap(old, oldlen, len, NULL);
+	if (!p) {
 		/* move: into an aligned reservation, so the pages are moved, not copied */
 		char *dst = pcpm_os_reserve(len, HUGE_ALIGN);
 		if (!dst)
 			return NULL;
-		p = mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-		if (p == MAP_FAILED) {
+		p = pcpm_os_remap(old, oldlen, len, dst);
+		if (!p) {
 			pcpm_os_unmap(dst, len);
 			return NULL;
 		}

@@ -75,13 +75,23 @@ static inline void pcpm_lock_reset(pcpm_lock_t *l)
  * pcpm_os_reserve: PROT_NONE, not committed (no swap/overcommit charge); NULL on failure.
  * pcpm_os_commit: make [p, p+len) read/write; false on failure (ENOMEM).
  * pcpm_os_map: a committed read/write anonymous mapping aligned to align; NULL on failure.
+ * pcpm_os_remap: mremap [old, old+oldlen) to len bytes, in place (dst NULL) or moved onto
+ *   the reservation at dst; the new address, NULL on failure (the old mapping stays).
  * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after).
+ *   False when madvise failed (EAGAIN, or EINVAL on mlock'ed pages): the pages keep their
+ *   contents, so the caller must not treat them as zeroed.  errno is preserved.
  */
 void *pcpm_os_reserve(size_t len, size_t align);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
-void pcpm_os_purge(void *p, size_t len);
+void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst);
+bool pcpm_os_purge(void *p, size_t len);
+
+#ifdef PCPM_FAULT_INJECT
+/* Test builds only (os.c): make the Nth and following VM calls fail. */
+extern _Atomic long pcpm_fault_after, pcpm_fault_count, pcpm_fault_hits;
+#endif
 
 /* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
 uint64_t pcpm_now_ms(void);
