@@ -91,8 +91,10 @@ struct pcpm_mallinfo {
 };
 void pcpm_mallinfo(struct pcpm_mallinfo *mi);
 
-/* Initialisation (idempotent) and fork handlers (pthread_atfork). */
-void pcpm_init(void);
+/* Initialisation (idempotent) and fork handlers (pthread_atfork).  pcpm_init() is false
+ * when memory for the allocator's own metadata cannot be mapped (the caller fails with
+ * ENOMEM; a later call tries again). */
+bool pcpm_init(void);
 void pcpm_fork_prepare(void);
 void pcpm_fork_parent(void);
 void pcpm_fork_child(void);

@@ -18,16 +18,21 @@ static void huge_cache_decay(uint64_t now);
 static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
 static _Atomic int init_done;
 
-void pcpm_init(void)
+bool pcpm_init(void)
 {
 	if (likely(atomic_load_explicit(&init_done, memory_order_acquire)))
-		return;
+		return true;
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
-		pcpm_pcp_init();
+		/* the one step that can fail (out of memory): nothing before it needs undoing,
+		 * so a later call simply starts over */
+		if (!pcpm_pcp_init()) {
+			pcpm_unlock(&init_lock);
+			return false;
+		}
 		pcpm_slab_init();
 		pcpm_tcache_init();
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
@@ -36,6 +41,7 @@ void pcpm_init(void)
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);
+	return true;
 }
 
 void pcpm_bad_pointer(const char *call, const void *p)
@@ -368,7 +374,10 @@ void pcpm_free_generic(void *p, const char *call)
 
 void *pcpm_malloc_slow(size_t n)
 {
-	pcpm_init();
+	if (unlikely(!pcpm_init())) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
@@ -531,7 +540,10 @@ static void *aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
-	pcpm_init();
+	if (unlikely(!pcpm_init())) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (size > PTRDIFF_MAX || align > PTRDIFF_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
@@ -617,7 +629,8 @@ void *pcpm_pvalloc(size_t size)
 int pcpm_trim(size_t pad)
 {
 	(void)pad;
-	pcpm_init();
+	if (!pcpm_init())
+		return 0;
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();

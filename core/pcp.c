@@ -86,7 +86,7 @@ static void set_sizes(struct per_cpu_pages *pcp, const struct pcpm_size_out *sz)
 		pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
 }
 
-void pcpm_pcp_init(void)
+bool pcpm_pcp_init(void)
 {
 	size_t n = (size_t)pcpm_nr_cpus;
 	/* metadata is 64-byte aligned; the pagesets want their own 256 bytes each (no false
@@ -94,7 +94,7 @@ void pcpm_pcp_init(void)
 	char *raw = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages) + 255);
 	pcpm_pcp = raw ? (struct per_cpu_pages *)ALIGN_UP((uintptr_t)raw, 256) : NULL;
 	if (!pcpm_pcp)
-		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
+		return false;
 	uint64_t now = pcpm_now_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct per_cpu_pages *pcp = &pcpm_pcp[i];
@@ -118,6 +118,7 @@ void pcpm_pcp_init(void)
 		rseq_cpu_off = __rseq_offset + 4;
 		use_rseq = true;
 	}
+	return true;
 }
 
 /* pageset_update(): new sizes for every pcp, each written under its lock; high itself is

@@ -45,7 +45,8 @@ struct per_cpu_pages {
 extern struct per_cpu_pages *pcpm_pcp;
 
 /* Sizes the pcps from the topology and allocates them; once, at init. */
-void pcpm_pcp_init(void);
+/* Sets up every CPU's pageset; false when their metadata cannot be mapped (init retries). */
+bool pcpm_pcp_init(void);
 
 /* pageset_update() for every CPU: recompute the sizes from the topology (after discovery).
  * Takes each pcp lock in turn; call with no allocator lock held. */

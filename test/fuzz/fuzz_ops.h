@@ -60,7 +60,9 @@ struct fz_ctx {
 	uint32_t serial; /* pattern seeds: odd, never 0 */
 	size_t live;	 /* requested bytes of the live blocks */
 	const struct fz_handoff *ho;
-	int allow_trim; /* 0 in concurrent stress: trim flushes only the caller's cache */
+	int allow_trim;	   /* 0 in concurrent stress: trim flushes only the caller's cache */
+	size_t live_limit; /* 0: FZ_LIVE_LIMIT */
+	int oom_ok;	   /* memory may run out (test_oom): NULL + ENOMEM is right for any size */
 };
 
 /* Runs the whole input; frees every block it left live before returning. */
