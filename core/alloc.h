@@ -3,7 +3,7 @@
  * -> arena), with pcpm_ names so the core can be linked into tests as a normal library;
  * preload/ exports them under the standard names.
  *
- * Sizes are bytes.  Every result is 16-byte aligned (8 KiB+ requests are page aligned).
+ * Sizes are bytes.  Every result is 16-byte aligned (16 KiB+ requests are page aligned).
  * Sizes up to 16 KiB come from slab size classes through the thread cache, larger ones are
  * page runs from the pcp/zone, above 4 MiB a mapping of their own.  Errors follow glibc:
  * NULL with errno = ENOMEM for impossible sizes or exhausted memory, EINVAL for bad

@@ -160,6 +160,9 @@ static void check_new(struct fz_ctx *c, struct fz_block *b, const char *call)
 	uintptr_t a = (uintptr_t)b->p;
 	if (a & 15)
 		fz_fail("%s(%zu): %p is not 16-byte aligned", call, b->req, (void *)b->p);
+	/* README: blocks of 16 KiB and more are page aligned */
+	if (b->req >= SLAB_MAX_SIZE && (a & (PAGE_SIZE - 1)))
+		fz_fail("%s(%zu): %p is not page aligned", call, b->req, (void *)b->p);
 	if (b->align > 16 && (a & (b->align - 1)))
 		fz_fail("%s(align %zu, %zu): %p is not aligned", call, b->align, b->req,
 			(void *)b->p);

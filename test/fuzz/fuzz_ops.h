@@ -6,8 +6,8 @@
  * Shared by the libFuzzer target (fuzz_pcpm.c, built with clang) and the replay/stress driver
  * (fuzz_replay.c, built with gcc, under ASan+UBSan in the default test run and under TSan
  * with -Dsanitize=thread).  What is checked, for every call:
- *   - alignment: 16 bytes always, the requested alignment for the aligned forms, a page for
- *     valloc/pvalloc;
+ *   - alignment: 16 bytes always, a page from 16 KiB up, the requested alignment for the
+ *     aligned forms, a page for valloc/pvalloc;
  *   - usable size >= requested, and unchanged until the block is freed or resized;
  *   - contents: every block is filled with a pattern of its serial number, verified before
  *     every free, realloc and hand-off; realloc keeps min(old usable, new size) bytes;
