@@ -100,7 +100,7 @@ static void huge_shrink(struct region *r, size_t len)
 	pcpm_os_unmap(r->base + len, r->len - len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
 	r->len = len;
-	pcpm_map_set(r->base, len, r);
+	(void)pcpm_map_set(r->base, len, r); /* leaves of a subrange exist: cannot fail */
 }
 
 static void *huge_alloc(size_t size, size_t align)
@@ -145,7 +145,12 @@ static void *huge_alloc(size_t size, size_t align)
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
-	pcpm_map_set(p, len, r);
+	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
+		pcpm_map_set(p, len, NULL);
+		pcpm_os_unmap(p, len);
+		pcpm_region_free(r);
+		return NULL;
+	}
 	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
 	return p;
@@ -255,12 +260,17 @@ static void *huge_realloc(struct region *r, size_t size)
 		return r->base;
 	char *old = r->base;
 	size_t oldlen = r->len;
-	void *p = pcpm_os_remap(old, oldlen, len, NULL);
+	/* the map's leaves for the new range first: publishing it below then cannot fail */
+	void *p = pcpm_map_reserve(old, len) ? pcpm_os_remap(old, oldlen, len, NULL) : NULL;
 	if (!p) {
 		/* move: into an aligned reservation, so the pages are moved, not copied */
 		char *dst = pcpm_os_reserve(len, HUGE_ALIGN);
 		if (!dst)
 			return NULL;
+		if (!pcpm_map_reserve(dst, len)) {
+			pcpm_os_unmap(dst, len);
+			return NULL;
+		}
 		p = pcpm_os_remap(old, oldlen, len, dst);
 		if (!p) {
 			pcpm_os_unmap(dst, len);
@@ -271,7 +281,7 @@ static void *huge_realloc(struct region *r, size_t size)
 		pcpm_map_set(old, oldlen, NULL);
 	r->base = p;
 	r->len = len;
-	pcpm_map_set(p, len, r);
+	(void)pcpm_map_set(p, len, r); /* reserved above: cannot fail */
 	if (len > oldlen)
 		atomic_fetch_add_explicit(&huge_bytes, len - oldlen, memory_order_relaxed);
 	else
