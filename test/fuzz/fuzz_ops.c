@@ -261,6 +261,7 @@ enum {
 	OP_TAKE,
 	OP_THREAD_EXIT,
 	OP_WRITE, /* refill a block with a new pattern (a program writing its memory) */
+	OP_FREE_KEYED, /* a live block whose second word equals the free-list key, then free */
 	NR_OPS
 };
 
@@ -501,6 +502,20 @@ void fz_run(struct fz_ctx *c, const uint8_t *data, size_t len)
 		case OP_THREAD_EXIT:
 			if (c->ho && c->ho->thread_exit)
 				c->ho->thread_exit(c);
+			break;
+		case OP_FREE_KEYED:
+			/* The free path takes a block whose second word is pcpm_free_key for a
+			 * possible double free and confirms it on the slow path; live data that
+			 * happens to hold the key must be freed normally, not reported. */
+			if (b->p && b->usable >= 16) {
+				fz_verify(b, b->usable, "free");
+				((uintptr_t *)b->p)[1] = pcpm_free_key;
+				if (next8(c) & 1)
+					pcpm_free(b->p);
+				else
+					pcpm_free_call(b->p, "free_sized");
+				drop_slot(c, i);
+			}
 			break;
 		case OP_WRITE:
 			if (b->p) {

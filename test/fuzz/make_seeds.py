@@ -7,7 +7,7 @@ import struct
 import sys
 
 (MALLOC, CALLOC, REALLOC, REALLOCARRAY, POSIX_MEMALIGN, ALIGNED_ALLOC, MEMALIGN, VALLOC,
- PVALLOC, FREE, FREE_SIZED, USABLE, TRIM, GIVE, TAKE, THREAD_EXIT, WRITE) = range(17)
+ PVALLOC, FREE, FREE_SIZED, USABLE, TRIM, GIVE, TAKE, THREAD_EXIT, WRITE, FREE_KEYED) = range(18)
 
 
 def tiny(n):  # 1..255 (0 when n == 0)
@@ -61,6 +61,10 @@ seeds = {
     'trim': b''.join(op(MALLOC, i, large(30000 + 5000 * i)) for i in range(16)) +
     b''.join(op(FREE, i) for i in range(0, 16, 2)) + op(TRIM, 0, b'\0') +
     b''.join(op(WRITE, i) for i in range(1, 16, 2)),
+    'keyed': b''.join(op(MALLOC, i, tiny(16 + 7 * i)) for i in range(32)) +
+    b''.join(op(FREE, i) for i in range(0, 32, 3)) +
+    b''.join(op(FREE_KEYED, i, bytes([i])) for i in range(1, 32, 3)) +
+    b''.join(op(MALLOC, i, large(20000)) + op(FREE_KEYED, i, b'\0') for i in range(40, 44)),
 }
 
 out = sys.argv[1]
