@@ -5,6 +5,7 @@
  */
 #include "arena.h"
 #include "config.h"
+#include "vgmode.h"
 
 #include <errno.h>
 #include <string.h>
@@ -92,17 +93,27 @@ struct page *pcpm_page_of_slow(const void *p)
 #define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
 #define MIN_RESERVE ARENA_ALIGN
 
-struct arena *pcpm_arena_create(size_t min_bytes)
+size_t pcpm_arena_reserve_bytes(void)
 {
-	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
-	if (n >= MAX_ARENAS)
-		return NULL;
 	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
 	/* Under an address-space limit (ulimit -v) a reservation counts in full although it
 	 * is not committed: reserve an eighth of the limit at a time instead of 64 GiB. */
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		want = MIN(want, ALIGN_UP((size_t)rl.rlim_cur / 8, ARENA_ALIGN));
+	return want;
+}
+
+struct arena *pcpm_arena_create(size_t min_bytes)
+{
+	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
+	/* memcheck mode: slot 0 (pcpm_arena0, the arena the free fast path knows) stays empty,
+	 * so that every free reaches the annotated slow path */
+	if (n == 0 && pcpm_vg)
+		n = 1;
+	if (n >= MAX_ARENAS)
+		return NULL;
+	size_t want = pcpm_arena_reserve_bytes(), asked = want;
 	min_bytes = ALIGN_UP(MAX(min_bytes, MIN_RESERVE), ARENA_ALIGN);
 	want = MAX(want, min_bytes);
 	int e = errno;
@@ -139,9 +150,13 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 		 * in every process; uncommitted addresses are foreign either way. */
 		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
 		errno = e;
+		pcpm_verbose("arena %d: reserved %zu MiB at %p%s (page descriptors: %zu MiB reserved)",
+			     n, want >> 20, (void *)base,
+			     want < asked ? " (less than asked: mmap refused more)" : "", dlen >> 20);
 		return a;
 	}
 	errno = e;
+	pcpm_verbose("arena %d: cannot reserve even %zu MiB of address space", n, min_bytes >> 20);
 	return NULL;
 }
 
@@ -163,6 +178,7 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
+	vg_fresh(a->base + c, len);
 	if (!pcpm_map_set(a->base + c, len, a->region)) {
 		/* no metadata for the map: the chunk stays committed but unused; a later
 		 * grow commits it again */

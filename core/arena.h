@@ -166,6 +166,9 @@ static inline size_t page_pfn(struct page *pg)
  */
 struct arena *pcpm_arena_create(size_t min_bytes);
 
+/* Bytes the next arena asks for: PCPMALLOC_ARENA_RESERVE_GB, at most 1/8 of RLIMIT_AS. */
+size_t pcpm_arena_reserve_bytes(void);
+
 /*
  * Commits the next len bytes of a (and their descriptors); returns the first new
  * descriptor, or NULL when the arena is full or the kernel refuses.  Zone lock held.

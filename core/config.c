@@ -30,7 +30,8 @@ static const struct tunable table[] = {
 	  "print counters at exit: 1 = text on stderr, json = one JSON object" },
 	{ "PCPMALLOC_STATS_FILE", T_STR, NULL, &pcpm_cfg.stats_file, 0, 0, 0, NULL,
 	  "where PCPMALLOC_STATS goes (%p = pid); stderr when unset" },
-	{ "PCPMALLOC_VERBOSE", T_INT, I(verbose), 0, 0, 1, NULL, "1: print the pcp sizing chosen at start-up on stderr" },
+	{ "PCPMALLOC_VERBOSE", T_INT, I(verbose), 0, 0, 1, NULL,
+	  "1: print the configuration in force at start-up and each decision worth knowing on stderr" },
 	{ "PCPMALLOC_BATCH", T_INT, I(batch), AUTO, 1, 1023, NULL,
 	  "pcp batch in pages (zone_batchsize on a 1 GiB floor: 63)" },
 	{ "PCPMALLOC_HIGH_MIN", T_INT, I(high_min), AUTO, 1, 1 << 20, NULL,
@@ -84,10 +85,17 @@ static const struct tunable table[] = {
 	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine" },
 	{ "PCPMALLOC_TOPOLOGY_LIB", T_STR, NULL, &pcpm_cfg.topology_lib, 0, 0, 0, NULL,
 	  "the hwloc library to dlopen (default libhwloc.so.15)" },
+	{ "PCPMALLOC_VALGRIND", T_ENUM, I(valgrind), AUTO, -1, 1, "0|1",
+	  "memcheck mode (client requests, no thread caches, quarantine): auto = when memcheck runs the process" },
 };
 #define NTUNABLES (sizeof(table) / sizeof(table[0]))
 
 static struct pcpm_tunable_doc docs[NTUNABLES];
+
+/* Where each value in force came from (for PCPMALLOC_VERBOSE's block). */
+enum { SRC_DEFAULT = 0, SRC_ENV, SRC_REJECTED };
+static unsigned char src[NTUNABLES];
+static const char *rejected[NTUNABLES]; /* the environment's text, when rejected */
 
 static bool parse_int(const char *s, long *out)
 {
@@ -127,9 +135,11 @@ void pcpm_config_init(void)
 		if (t->type == T_STR) {
 			const char *v = pcpm_getenv(t->name);
 			*t->sval = (v && *v) ? v : NULL;
+			src[i] = *t->sval ? SRC_ENV : SRC_DEFAULT;
 			continue;
 		}
 		*t->ival = t->deflt;
+		src[i] = SRC_DEFAULT;
 		const char *v = pcpm_getenv(t->name);
 		if (!v)
 			continue;
@@ -152,6 +162,8 @@ void pcpm_config_init(void)
 		} else {
 			ok = parse_int(v, &x) && x >= t->min && x <= t->max;
 		}
+		src[i] = ok ? SRC_ENV : SRC_REJECTED;
+		rejected[i] = v;
 		if (ok) {
 			*t->ival = (int)x;
 		} else if (t->type == T_ENUM) {
@@ -163,6 +175,39 @@ void pcpm_config_init(void)
 		}
 	}
 	errno = e;
+}
+
+/* The n-th name of "a|b|c" into out. */
+static void enum_name(const char *names, int k, char *out, size_t len)
+{
+	const char *p = names;
+	for (int i = 0; i < k && strchr(p, '|'); i++)
+		p = strchr(p, '|') + 1;
+	int l = strchr(p, '|') ? (int)(strchr(p, '|') - p) : (int)strlen(p);
+	snprintf(out, len, "%.*s", l, p);
+}
+
+size_t pcpm_config_describe(char *buf, size_t len, size_t n)
+{
+	for (size_t i = 0; i < NTUNABLES; i++) {
+		const struct tunable *t = &table[i];
+		char val[64];
+		if (t->type == T_STR)
+			snprintf(val, sizeof(val), "%s", *t->sval ? *t->sval : "unset");
+		else if (*t->ival == AUTO)
+			snprintf(val, sizeof(val), "auto");
+		else if (t->type == T_ENUM)
+			enum_name(t->names, *t->ival, val, sizeof(val));
+		else
+			snprintf(val, sizeof(val), "%d", *t->ival);
+		if (src[i] == SRC_REJECTED)
+			n = pcpm_bappend(buf, len, n, "pcpmalloc:   %-29s %-8s (env '%.40s' rejected: default)\n",
+					 t->name, val, rejected[i]);
+		else
+			n = pcpm_bappend(buf, len, n, "pcpmalloc:   %-29s %-8s (%s)\n", t->name, val,
+					 src[i] == SRC_ENV ? "env" : "default");
+	}
+	return n;
 }
 
 const struct pcpm_tunable_doc *pcpm_tunable_docs(size_t *n)

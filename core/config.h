@@ -9,6 +9,8 @@
 #ifndef PCPM_CONFIG_H
 #define PCPM_CONFIG_H
 
+#include "os.h"
+
 #include <stddef.h>
 
 enum { STATS_OFF = 0, STATS_TEXT = 1, STATS_JSON = 2 };
@@ -47,12 +49,33 @@ struct pcpm_config {
 	const char *topology_xml;	/* PCPMALLOC_TOPOLOGY_XML: hwloc XML file of a fake machine */
 	const char *topology_synthetic; /* PCPMALLOC_TOPOLOGY_SYNTHETIC: hwloc synthetic description */
 	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
+	int valgrind;		/* PCPMALLOC_VALGRIND: AUTO (memcheck detected) | 0 | 1 */
 };
 
 extern struct pcpm_config pcpm_cfg;
 
 /* Reads the environment; prints one warning per malformed value. Never allocates. */
 void pcpm_config_init(void);
+
+/*
+ * Appends to buf (len bytes, from offset n) one line per tunable: "pcpmalloc:   NAME VALUE
+ * (default | env | env 'TEXT' rejected: default)"; returns the new offset (pcpm_bappend).
+ */
+size_t pcpm_config_describe(char *buf, size_t len, size_t n);
+
+/*
+ * A decision worth knowing under PCPMALLOC_VERBOSE=1 (topology found, decay thread started,
+ * purge or mapping failures): one "pcpmalloc: ..." line on stderr, at most 8 per call site so
+ * that a failure repeated in a loop cannot flood the output.  Costs one load and a branch
+ * when VERBOSE is off; never allocates.
+ */
+#define pcpm_verbose(...)                                                                          \
+	do {                                                                                       \
+		static _Atomic unsigned pcpm_verbose_n_;                                          \
+		if (unlikely(pcpm_cfg.verbose) &&                                                  \
+		    atomic_fetch_add_explicit(&pcpm_verbose_n_, 1, memory_order_relaxed) < 8)      \
+			pcpm_warn(__VA_ARGS__);                                                    \
+	} while (0)
 
 /* The table, for documentation tools: name, default as text, meaning. */
 struct pcpm_tunable_doc {

@@ -7,16 +7,71 @@
 #include "config.h"
 #include "topology.h"
 #include "vmstat.h"
+#include "vgmode.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static void huge_cache_decay(uint64_t now);
 
 static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
+static uintptr_t huge_base_mask; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
 static _Atomic int init_done;
+
+/*
+ * PCPMALLOC_VERBOSE=1: the configuration in force, as one block written with one write(2)
+ * (built in a static buffer under init_lock: no malloc, nothing on a small stack).
+ */
+static char config_block[8192];
+
+static void print_configuration(void)
+{
+	static const char *const cpu_src[] = {"rseq", "sched_getcpu", "thread-id hash"};
+	static const char *const topo[] = {"lazy", "now", "off"};
+	char *b = config_block;
+	size_t len = sizeof(config_block), n = 0;
+	n = pcpm_bappend(b, len, n, "pcpmalloc: pcpmalloc %s in pid %d: configuration in force\n",
+			 PCPM_VERSION, (int)getpid());
+	n = pcpm_config_describe(b, len, n);
+	const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(0);
+	const struct per_cpu_pages *pcp = &pcpm_pcp[0];
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   cpus: %d pcp slots, %d CPUs usable; current CPU from %s\n",
+			 pcpm_nr_cpus, pcpm_nr_online,
+			 pcp_uses_rseq() ? "rseq" : cpu_src[pcpm_cfg.cpu_source == CPU_TID ? 2 : 1]);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   caches (cpu 0): L2 %zu KiB, LLC %zu KiB shared by %d, slice %zu KiB "
+			 "(provisional; hwloc discovery: %s)\n",
+			 cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared, cc->slice_bytes >> 10,
+			 topo[pcpm_cfg.topology]);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   pcp (cpu 0): batch %d, high_min %d, high_max %d pages, "
+			 "free_high_batch %s, high policy %s\n",
+			 pcp->batch, pcp->high_min, pcp->high_max,
+			 (pcp->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off",
+			 pcpm_cfg.high_policy ? "heap" : "cache");
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   slab: %d size classes, 16 B .. %d KiB; thread caches %s, %u objects "
+			 "per refill/flush\n",
+			 NR_SIZE_CLASSES, SLAB_MAX_SIZE >> 10,
+			 pcpm_tcache_cap[0] ? "on" : "off", tcache_fbatch());
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   arena: %zu MiB of address space reserved per arena (when the first "
+			 "is needed), committed %d MiB at a time; own mappings above %lu MiB\n",
+			 pcpm_arena_reserve_bytes() >> 20, pcpm_cfg.arena_chunk_mb, HUGE_THRESHOLD >> 20);
+	n = pcpm_bappend(b, len, n,
+			 "pcpmalloc:   purge: free memory unused for %d ms, or beyond %d%% of the recent "
+			 "peak in use (at least %d MiB); decay thread %s\n",
+			 pcpm_cfg.decay_ms, pcpm_cfg.dirty_pct, pcpm_cfg.dirty_min_mb,
+			 pcpm_cfg.decay_thread ? "on (started at the first allocation)" : "off");
+	n = pcpm_bappend(b, len, n, "pcpmalloc:   valgrind: memcheck mode %s\n",
+			 pcpm_vg ? "on" : "off");
+	n = pcpm_bappend(b, len, n, "pcpmalloc: end of configuration\n");
+	pcpm_write_stderr(b, n);
+}
 
 bool pcpm_init(void)
 {
@@ -25,6 +80,8 @@ bool pcpm_init(void)
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
+		pcpm_vg_init();
+		huge_base_mask = pcpm_vg ? (uintptr_t)1 << 63 : 0;
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		/* the one step that can fail (out of memory): nothing before it needs undoing,
@@ -38,6 +95,8 @@ bool pcpm_init(void)
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
 		pcpm_periodic_hook = huge_cache_decay;
 		pcpm_stats_init();
+		if (pcpm_cfg.verbose)
+			print_configuration();
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);
@@ -93,14 +152,30 @@ enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
 
 static void huge_unmap(struct region *r);
 
+/*
+ * The user pointer of a huge mapping.  In memcheck mode it is stored with its top bit set
+ * (not a pointer memcheck's leak check would follow), so that a leaked huge block shows as
+ * "definitely lost", not as reachable from pcpmalloc's region table.
+ */
+
+static inline char *huge_base(const struct region *r)
+{
+	return (char *)((uintptr_t)r->base ^ huge_base_mask);
+}
+
+static inline void huge_set_base(struct region *r, char *p)
+{
+	r->base = (char *)((uintptr_t)p ^ huge_base_mask);
+}
+
 /* Shrinks a mapping in place to len bytes (len < r->len). */
 static void huge_shrink(struct region *r, size_t len)
 {
-	pcpm_map_set(r->base, r->len, NULL);
-	pcpm_os_unmap(r->base + len, r->len - len);
+	pcpm_map_set(huge_base(r), r->len, NULL);
+	pcpm_os_unmap(huge_base(r) + len, r->len - len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
 	r->len = len;
-	(void)pcpm_map_set(r->base, len, r); /* leaves of a subrange exist: cannot fail */
+	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
 static void *huge_alloc(size_t size, size_t align)
@@ -128,20 +203,23 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r->len > len + len / 4)
 				huge_shrink(r, len);
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
-			return r->base;
+			return huge_base(r);
 		}
 		pcpm_unlock(&huge_lock);
 	}
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
-	if (!p)
+	if (!p) {
+		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
+			     MAX(align, HUGE_ALIGN) >> 10, errno);
 		return NULL;
+	}
 	struct region *r = pcpm_region_new();
 	if (!r) {
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
 	r->kind = REGION_HUGE;
-	r->base = p;
+	huge_set_base(r, p);
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
@@ -158,8 +236,8 @@ static void *huge_alloc(size_t size, size_t align)
 
 static void huge_unmap(struct region *r)
 {
-	pcpm_map_set(r->base, r->len, NULL);
-	pcpm_os_unmap(r->base, r->len);
+	pcpm_map_set(huge_base(r), r->len, NULL);
+	pcpm_os_unmap(huge_base(r), r->len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
 	pcpm_region_free(r);
@@ -231,8 +309,11 @@ static void huge_cache_decay(uint64_t now)
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
-		if (pcpm_os_purge(r->base, r->len))
+		if (pcpm_os_purge(huge_base(r), r->len))
 			r->dirty = 0; /* else it stays dirty: calloc must clear it */
+		else
+			pcpm_verbose("purge: madvise of a cached %zu KiB mapping failed: errno %d",
+				     r->len >> 10, pcpm_purge_errno);
 		pcpm_lock(&huge_lock);
 		if (!huge_cache[i]) {
 			huge_cache[i] = r;
@@ -257,8 +338,8 @@ static void *huge_realloc(struct region *r, size_t size)
 {
 	size_t len = ALIGN_UP(size, PAGE_SIZE);
 	if (len == r->len)
-		return r->base;
-	char *old = r->base;
+		return huge_base(r);
+	char *old = huge_base(r);
 	size_t oldlen = r->len;
 	/* the map's leaves for the new range first: publishing it below then cannot fail */
 	void *p = pcpm_map_reserve(old, len) ? pcpm_os_remap(old, oldlen, len, NULL) : NULL;
@@ -279,7 +360,7 @@ static void *huge_realloc(struct region *r, size_t size)
 	}
 	if (p != old || len < oldlen)
 		pcpm_map_set(old, oldlen, NULL);
-	r->base = p;
+	huge_set_base(r, p);
 	r->len = len;
 	(void)pcpm_map_set(p, len, r); /* reserved above: cannot fail */
 	if (len > oldlen)
@@ -354,7 +435,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 		bad_page_pointer(call, p, pg);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (r && r->kind == REGION_HUGE && r->base == p) {
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
 		if (huge_state(r) == HUGE_CACHED)
 			double_free(call, p);
 		tcache_count(true);
@@ -372,15 +453,21 @@ void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 		tcache_free_slow(p, head->cls);
 }
 
+static void vg_free(void *p, struct page *pg, const char *call);
+
 void pcpm_free_generic(void *p, const char *call)
 {
 	if (!p)
 		return;
 	struct page *pg = pcpm_page_of(p);
+	if (unlikely(pcpm_vg))
+		return vg_free(p, pg, call);
 	if (pg && pg->state == PG_SLAB)
 		return pcpm_free_slab(p, pg->slab_head, call);
 	pcpm_free_slow(p, pg, call);
 }
+
+static size_t raw_usable(const void *p);
 
 void *pcpm_malloc_slow(size_t n)
 {
@@ -400,10 +487,13 @@ void *pcpm_malloc_slow(size_t n)
 		if (p)
 			count_malloc();
 	}
-	if (unlikely(!p))
+	if (unlikely(!p)) {
 		errno = ENOMEM;
-	else
-		pcpm_topology_maybe_discover();
+		return NULL;
+	}
+	if (unlikely(pcpm_vg))
+		pcpm_vg_alloced(p, n, raw_usable(p), false);
+	pcpm_topology_maybe_discover();
 	return p;
 }
 
@@ -423,6 +513,8 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		memset(p, 0, n);
 		return p;
 	}
+	if (unlikely(pcpm_vg)) /* memcheck: zeros it knows to be defined */
+		VALGRIND_MAKE_MEM_DEFINED(p, n);
 	/* Page runs never written since they were committed or purged read as zero, and so
 	 * do fresh or purged huge mappings; a reused resident one is cleared. */
 	struct page *pg = pcpm_page_of(p);
@@ -437,10 +529,9 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 	return p;
 }
 
-size_t pcpm_usable_size(const void *p)
+/* Usable bytes of the block p (not NULL); aborts when p is no block. */
+static size_t raw_usable(const void *p)
 {
-	if (!p)
-		return 0;
 	struct page *pg = pcpm_page_of(p);
 	if (pg) {
 		if (pg->state == PG_SLAB) {
@@ -454,9 +545,21 @@ size_t pcpm_usable_size(const void *p)
 		pcpm_bad_pointer("malloc_usable_size", p);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || r->base != p || huge_state(r) != HUGE_LIVE)
+	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
 		pcpm_bad_pointer("malloc_usable_size", p);
 	return r->len;
+}
+
+size_t pcpm_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	size_t u = raw_usable(p);
+	/* memcheck mode: the size asked for, as memcheck's own malloc_usable_size answers;
+	 * the bytes past it are no-access */
+	if (unlikely(pcpm_vg))
+		u = pcpm_vg_block_size(p, u);
+	return u;
 }
 
 static void *realloc_move(void *p, size_t old_usable, size_t size)
@@ -469,8 +572,12 @@ static void *realloc_move(void *p, size_t old_usable, size_t size)
 	return q;
 }
 
+static void *vg_realloc(void *p, size_t size);
+
 void *pcpm_realloc(void *p, size_t size)
 {
+	if (unlikely(pcpm_vg))
+		return vg_realloc(p, size);
 	if (!p)
 		return pcpm_malloc(size);
 	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
@@ -520,7 +627,7 @@ void *pcpm_realloc(void *p, size_t size)
 		return realloc_move(p, usable, size);
 	}
 	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || r->base != p)
+	if (!r || r->kind != REGION_HUGE || huge_base(r) != p)
 		pcpm_bad_pointer("realloc", p);
 	if (huge_state(r) == HUGE_CACHED)
 		double_free("realloc", p);
@@ -545,6 +652,8 @@ void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
 
 /* ---- aligned allocation --------------------------------------------------------------- */
 
+static void *aligned_alloc_core(size_t align, size_t size);
+
 /* align: a power of two >= 16. */
 static void *aligned_alloc_pow2(size_t align, size_t size)
 {
@@ -554,6 +663,14 @@ static void *aligned_alloc_pow2(size_t align, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	void *p = aligned_alloc_core(align, size);
+	if (unlikely(pcpm_vg) && p)
+		pcpm_vg_alloced(p, size, raw_usable(p), false);
+	return p;
+}
+
+static void *aligned_alloc_core(size_t align, size_t size)
+{
 	if (size > PTRDIFF_MAX || align > PTRDIFF_MAX / 2) {
 		errno = ENOMEM;
 		return NULL;
@@ -636,11 +753,15 @@ void *pcpm_pvalloc(size_t size)
 
 /* ---- trim, info, fork ----------------------------------------------------------------- */
 
+static void vg_release(void *p);
+
 int pcpm_trim(size_t pad)
 {
 	(void)pad;
 	if (!pcpm_init())
 		return 0;
+	if (unlikely(pcpm_vg))
+		pcpm_vg_quarantine_drain(vg_release);
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();
@@ -688,6 +809,7 @@ void pcpm_fork_prepare(void)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	pcpm_lock(&init_lock);
+	pcpm_vg_fork_prepare();
 	slab_lock_all();
 	pcp_lock_all();
 	pcpm_lock(&pcpm_zone.lock);
@@ -706,6 +828,7 @@ void pcpm_fork_parent(void)
 	pcpm_unlock(&pcpm_zone.lock);
 	pcp_unlock_all();
 	slab_unlock_all();
+	pcpm_vg_fork_parent();
 	pcpm_unlock(&init_lock);
 }
 
@@ -720,5 +843,102 @@ void pcpm_fork_child(void)
 	pcpm_lock_reset(&pcpm_zone.lock);
 	pcp_reset_locks();
 	slab_reset_locks();
+	pcpm_vg_fork_child();
 	pcpm_lock_reset(&init_lock);
+}
+
+/* ---- memcheck mode (vgmode.h): the annotated free and realloc ------------------------ */
+
+/* Usable bytes of p when it is a block pcpmalloc handed out (live or in the quarantine;
+ * a slab object may also be free), 0 when the normal free path must classify it. */
+static size_t vg_block_usable(const void *p, struct page *pg)
+{
+	if (pg) {
+		if (pg->state == PG_SLAB) {
+			struct page *head = pg->slab_head;
+			long idx = slab_obj_index(head, p);
+			if (idx < 0 || (idx == 0 && head->slab_cache->objects > 1))
+				return 0; /* object 0 is never handed out in this mode */
+			return head->slab_cache->size;
+		}
+		if (pg->state == PG_LARGE && p == page_address(pg))
+			return (size_t)pg->npages << PAGE_SHIFT;
+		return 0;
+	}
+	struct region *r = pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE)
+		return r->len;
+	return 0;
+}
+
+/* The quarantine mark in a block's second word (the free key is odd; this differs). */
+static inline uintptr_t vg_quarantine_key(void)
+{
+	return pcpm_free_key ^ 2;
+}
+
+/* A block leaves the quarantine: the real free. */
+static void vg_release(void *p)
+{
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		unsigned cls = pg->slab_head->cls;
+		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
+		((uintptr_t *)p)[1] = 0;
+		if (!tcache_push(p, cls))
+			tcache_free_slow(p, cls);
+		return;
+	}
+	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
+	((uintptr_t *)p)[1] = 0;
+	vg_close_obj(p);
+	if (pg) /* a page run or a huge mapping, checked when it was freed */
+		large_free(pg);
+	else
+		huge_free(pcpm_region_of(p));
+}
+
+static void vg_free(void *p, struct page *pg, const char *call)
+{
+	size_t usable = vg_block_usable(p, pg);
+	/* memcheck reports a bad free with the program's stack; pcpmalloc then aborts */
+	VALGRIND_FREELIKE_BLOCK(p, 0);
+	if (!usable)
+		pcpm_free_slow(p, pg, call); /* aborts: no block of pcpmalloc's */
+	vg_open_obj(p);
+	uintptr_t key = ((uintptr_t *)p)[1];
+	if (key == vg_quarantine_key())
+		double_free(call, p);
+	if (pg && pg->state == PG_SLAB && key == pcpm_free_key)
+		tcache_check_double_free(p, pg->slab_head, call);
+	((uintptr_t *)p)[1] = vg_quarantine_key();
+	vg_close_obj(p);
+	tcache_count(true);
+	pcpm_vg_quarantine(p, usable, vg_release);
+}
+
+/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness. */
+static void *vg_realloc(void *p, size_t size)
+{
+	if (!p)
+		return pcpm_malloc(size);
+	if (size == 0) {
+		pcpm_free_call(p, "realloc");
+		return NULL;
+	}
+	if (unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct page *pg = pcpm_page_of(p);
+	size_t usable = vg_block_usable(p, pg);
+	if (!usable)
+		pcpm_free_slow(p, pg, "realloc"); /* aborts */
+	size_t old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
+	void *q = pcpm_malloc(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, MIN(old, size));
+	pcpm_free_call(p, "realloc");
+	return q;
 }

@@ -145,9 +145,13 @@ bool pcpm_os_purge(void *p, size_t len)
 {
 	int e = errno;
 	bool ok = !FAULT(EAGAIN) && madvise(p, len, MADV_DONTNEED) == 0;
+	if (!ok)
+		pcpm_purge_errno = errno;
 	errno = e;
 	return ok;
 }
+
+int pcpm_purge_errno;
 
 uint64_t pcpm_now_ms(void)
 {
@@ -238,6 +242,32 @@ static void vmsg(const char *fmt, va_list ap)
 	buf[n++] = '\n';
 	ssize_t w = write(2, buf, n);
 	(void)w;
+	errno = e;
+}
+
+size_t pcpm_bappend(char *buf, size_t len, size_t n, const char *fmt, ...)
+{
+	if (n >= len)
+		return len ? len - 1 : 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, len - n, fmt, ap);
+	va_end(ap);
+	if (m > 0)
+		n = n + (size_t)m < len ? n + (size_t)m : len - 1;
+	return n;
+}
+
+void pcpm_write_stderr(const char *buf, size_t n)
+{
+	int e = errno;
+	while (n) {
+		ssize_t w = write(2, buf, n);
+		if (w <= 0)
+			break;
+		buf += w;
+		n -= (size_t)w;
+	}
 	errno = e;
 }
 

@@ -79,14 +79,16 @@ static inline void pcpm_lock_reset(pcpm_lock_t *l)
  *   the reservation at dst; the new address, NULL on failure (the old mapping stays).
  * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after).
  *   False when madvise failed (EAGAIN, or EINVAL on mlock'ed pages): the pages keep their
- *   contents, so the caller must not treat them as zeroed.  errno is preserved.
+ *   contents, so the caller must not treat them as zeroed (and may report it).  errno is
+ *   preserved.
  */
 void *pcpm_os_reserve(size_t len, size_t align);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst);
-bool pcpm_os_purge(void *p, size_t len);
+bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
+extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
 
 #ifdef PCPM_FAULT_INJECT
 /* Test builds only (os.c): make the Nth and following VM calls fail. */
@@ -110,6 +112,15 @@ size_t pcpm_rss_bytes(void);
 void pcpm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Same, then abort(): the report for corrupted heaps and invalid/double frees. */
 void pcpm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn, cold));
+
+/*
+ * snprintf-style append at buf[n] (buf holds len bytes); returns the new length, clamped so
+ * that buf stays NUL-terminated.  For messages built on the stack: never allocates.
+ */
+size_t pcpm_bappend(char *buf, size_t len, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Writes n bytes to stderr (one write(2) where the kernel allows); keeps errno. */
+void pcpm_write_stderr(const char *buf, size_t n);
 
 /* A per-process random 64-bit value (getrandom, falling back to clock and address bits). */
 uint64_t pcpm_random64(void);

@@ -106,19 +106,16 @@ bool pcpm_pcp_init(void)
 		for (int o = 0; o < NR_PCP_LISTS; o++)
 			list_init(&pcp->lists[o]);
 	}
-	if (pcpm_cfg.verbose) {
-		const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(0);
-		pcpm_warn("%d CPU slots, L2 %zu KiB, LLC %zu KiB shared by %d (slice %zu KiB): "
-			  "batch %d, high_min %d, high_max %d pages, free_high_batch %s (provisional)",
-			  pcpm_nr_cpus, cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared,
-			  cc->slice_bytes >> 10, pcpm_pcp[0].batch, pcpm_pcp[0].high_min,
-			  pcpm_pcp[0].high_max, (pcpm_pcp[0].flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
-	}
 	if (pcpm_cfg.cpu_source == CPU_RSEQ && &__rseq_size && &__rseq_offset && __rseq_size >= 8) {
 		rseq_cpu_off = __rseq_offset + 4;
 		use_rseq = true;
 	}
 	return true;
+}
+
+bool pcp_uses_rseq(void)
+{
+	return use_rseq;
 }
 
 /* pageset_update(): new sizes for every pcp, each written under its lock; high itself is

@@ -52,6 +52,9 @@ bool pcpm_pcp_init(void);
  * Takes each pcp lock in turn; call with no allocator lock held. */
 void pcpm_pcp_resize(void);
 
+/* Is the CPU read from glibc's rseq area (else sched_getcpu or the thread-id hash)? */
+bool pcp_uses_rseq(void);
+
 /* The current CPU's slot (0 .. pcpm_nr_cpus-1). */
 unsigned pcp_cpu(void);
 

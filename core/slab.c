@@ -5,6 +5,7 @@
  */
 #include "slab.h"
 #include "topology.h"
+#include "vgmode.h"
 
 #include <string.h>
 
@@ -97,7 +98,9 @@ static struct page *new_slab(struct kmem_cache *s)
 	pg->reciprocal = s->reciprocal;
 	pg->freelist = NULL;
 	pg->inuse = 0;
-	pg->carved = 0;
+	/* memcheck mode: the descriptor's addr points at object 0, which would make a leaked
+	 * object 0 look reachable; it is never handed out */
+	pg->carved = unlikely(pcpm_vg) && s->objects > 1;
 	pg->order = (uint8_t)s->order;
 	for (unsigned i = 0; i < n; i++)
 		pg[i].state = PG_SLAB;
@@ -139,6 +142,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		struct page *pg = (struct page *)s->partial.next;
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
+			vg_open_obj(o);
 			pg->freelist = *(void **)o;
 			*link = o;
 			link = (void **)o;
@@ -149,6 +153,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		while (got < want && pg->carved < s->objects) {
 			void *o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
+			vg_open_obj(o);
 			*link = o;
 			link = (void **)o;
 			((uintptr_t *)o)[1] = key;
@@ -177,6 +182,7 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n)
 		struct page *pg = pcpm_page_of(o)->slab_head;
 		bool was_full = !slab_has_free(s, pg);
 		*(void **)o = pg->freelist;
+		vg_close_obj(o);
 		pg->freelist = o;
 		pg->inuse--;
 		if (was_full) {
@@ -203,11 +209,15 @@ bool slab_object_is_free(struct page *head, const void *p)
 	bool found = false;
 	cache_lock(s);
 	unsigned limit = s->objects;
-	for (void *o = head->freelist; o && limit; o = *(void **)o, limit--) {
+	for (void *o = head->freelist; o && limit; limit--) {
 		if (o == p) {
 			found = true;
 			break;
 		}
+		vg_open_obj(o);
+		void *next = *(void **)o;
+		vg_close_obj(o);
+		o = next;
 	}
 	pcpm_unlock(&s->lock);
 	return found;

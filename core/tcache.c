@@ -4,6 +4,7 @@
 #include "tcache.h"
 #include "config.h"
 #include "topology.h"
+#include "vgmode.h"
 
 #include <pthread.h>
 
@@ -32,10 +33,17 @@ void pcpm_tcache_init(void)
 		 * doubled for main + spare), never below one batch. */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
-		pcpm_tcache_cap[c] = pcpm_cfg.tcache ? (uint16_t)cap : 0; /* 0: every call to the slab */
+		/* 0: every call to the slab (PCPMALLOC_TCACHE=0, and memcheck mode, whose
+		 * annotations live on the slow paths) */
+		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg ? (uint16_t)cap : 0;
 	}
 	pcpm_free_key = (uintptr_t)pcpm_random64();
 	pthread_key_create(&tc_key, tcache_thread_exit);
+}
+
+unsigned tcache_fbatch(void)
+{
+	return fbatch;
 }
 
 static inline unsigned batch_for(unsigned cls)

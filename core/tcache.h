@@ -96,6 +96,9 @@ void tcache_check_double_free(void *p, struct page *head, const char *call);
 /* Flushes the calling thread's caches back to the slabs (malloc_trim, thread exit). */
 void tcache_flush_all(struct tcache *tc);
 
+/* Objects per refill/flush (PCPMALLOC_FBATCH or the CPU-count default). */
+unsigned tcache_fbatch(void);
+
 /* Sets up per-thread teardown (pthread key); once at init. */
 void pcpm_tcache_init(void);
 

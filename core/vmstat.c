@@ -72,6 +72,7 @@ void pcpm_vmstat_start(void)
 				pcpm_warn("cannot start the decay thread; decay stays lazy");
 		} else {
 			pthread_setname_np(t, "pcpmalloc-decay");
+			pcpm_verbose("decay thread started: decay and purge every %d ms", pcpm_cfg.decay_ms);
 		}
 		pthread_attr_destroy(&attr);
 	}

@@ -4,6 +4,7 @@
 #include "zone.h"
 #include "config.h"
 #include "vmstat.h"
+#include "vgmode.h"
 
 struct zone pcpm_zone;
 
@@ -79,8 +80,10 @@ static bool zone_grow(struct zone *z)
 		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
 		 * where a small one fits */
 		struct arena *a = pcpm_arena_create(4UL << 20);
-		if (!a)
+		if (!a) {
+			pcpm_verbose("zone: cannot grow: no arena can be reserved (out of address space)");
 			return false;
+		}
 		z->arena = a;
 		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);
@@ -88,17 +91,27 @@ static bool zone_grow(struct zone *z)
 			chunk = 4UL << 20;
 			first = pcpm_arena_grow(a, chunk);
 		}
-		if (!first)
+		if (!first) {
+			pcpm_verbose("zone: cannot commit a new arena's first 4 MiB (out of memory)");
 			return false;
+		}
 	}
 	size_t n = chunk >> PAGE_SHIFT;
+	z->managed_pages += n;
+	z->zone_grow++;
+	if (unlikely(pcpm_vg) && first == z->arena->desc) {
+		/* memcheck mode: the arena header points at page 0; a block there would never
+		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form. */
+		first[1].arena = (uint8_t)z->arena->idx; /* __free_pages_range finds the arena */
+		__free_pages_range(z, first + 1, n - 1, 0);
+		z->pgfree_zone -= n - 1;
+		return true;
+	}
 	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER) {
 		set_buddy(first + i, MAX_PAGE_ORDER, 0, (uint8_t)z->arena->idx);
 		first[i].freed_ms = 0;
 		add_free(z, first + i, MAX_PAGE_ORDER, true);
 	}
-	z->managed_pages += n;
-	z->zone_grow++;
 	return true;
 }
 
@@ -367,6 +380,9 @@ static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now,
 	size_t bytes = 0;
 	for (unsigned i = 0; i < iso->n; i++) {
 		if (!pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i])) {
+			pcpm_verbose("purge: madvise(%p, %lu KiB, MADV_DONTNEED) failed: errno %d",
+				     (void *)page_address(iso->pg[i]), (PAGE_SIZE << iso->order[i]) >> 10,
+				     pcpm_purge_errno);
 			*failed = true;
 			continue;
 		}
