@@ -28,6 +28,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static int replay(const char *path);
+
 static int replay_file(const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -62,7 +64,7 @@ static int replay(const char *path)
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		n += replay_file(p);
+		n += replay(p); /* (subdirectories too, as libFuzzer reads a corpus) */
 	}
 	closedir(d);
 	return n;
