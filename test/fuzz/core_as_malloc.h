@@ -20,6 +20,14 @@
 
 #include "alloc.h"
 
+/* RSS bounds of the test scale by this: ASan's shadow is 1/8 of the memory touched, TSan's
+ * several times it (test_stress under TSan peaks near 1.5 GiB for 256 MiB live) */
+#if defined(__SANITIZE_THREAD__)
+#define TU_RSS_FACTOR 8
+#elif defined(__SANITIZE_ADDRESS__)
+#define TU_RSS_FACTOR 2
+#endif
+
 #define malloc(n) pcpm_malloc(n)
 #define calloc(n, s) pcpm_calloc(n, s)
 #define realloc(p, n) pcpm_realloc(p, n)
