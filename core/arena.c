@@ -77,6 +77,62 @@ bool pcpm_map_set(const void *base, size_t len, struct region *r)
 	return map_update(base, len, r, true);
 }
 
+static char *meta_cur, *meta_end;
+
+/* pcpm_meta_alloc for signal handlers: trylock, and only from the current chunk. */
+static void *meta_alloc_try(size_t len)
+{
+	len = ALIGN_UP(len, 64);
+	if (!pcpm_trylock(&meta_lock))
+		return NULL;
+	void *r = NULL;
+	if (meta_cur && meta_cur + len <= meta_end) {
+		r = meta_cur;
+		meta_cur += len;
+	}
+	pcpm_unlock(&meta_lock);
+	return r;
+}
+
+bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
+{
+	uintptr_t a = (uintptr_t)base;
+	if (!pcpm_trylock(&map_lock))
+		return false;
+	bool ok = true;
+	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
+			continue;
+		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
+		if (leaf)
+			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
+		else
+			ok = false;
+	}
+	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+		struct region *_Atomic *leaf =
+			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
+		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
+	}
+	pcpm_unlock(&map_lock);
+	return ok;
+}
+
+struct region *pcpm_region_new_try(void)
+{
+	if (!pcpm_trylock(&meta_lock))
+		return NULL;
+	struct region *r = region_free_list;
+	if (r)
+		region_free_list = r->next_free;
+	pcpm_unlock(&meta_lock);
+	if (r) {
+		memset(r, 0, sizeof(*r));
+		return r;
+	}
+	return meta_alloc_try(sizeof(struct region));
+}
+
 struct page *pcpm_page_of_slow(const void *p)
 {
 	struct region *r = pcpm_region_of(p);
@@ -125,13 +181,17 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 			continue;
 		}
 		size_t dlen = ALIGN_UP((want >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE);
-		struct page *desc = pcpm_os_reserve(dlen, PAGE_SIZE);
+		/* secure mode: a PROT_NONE page before the descriptors (the uncommitted rest of
+		 * the reservation guards their end) */
+		size_t dguard = pcpm_cfg.secure ? PAGE_SIZE : 0;
+		char *dres = pcpm_os_reserve(dlen + dguard, PAGE_SIZE);
+		struct page *desc = dres ? (struct page *)(dres + dguard) : NULL;
 		struct region *r = pcpm_region_new();
 		struct arena *a = n == 0 ? &pcpm_arena0 : pcpm_meta_alloc(sizeof(*a));
 		if (!desc || !r || !a) {
 			pcpm_os_unmap(base, want);
-			if (desc)
-				pcpm_os_unmap(desc, dlen);
+			if (dres)
+				pcpm_os_unmap(dres, dlen + dguard);
 			break;
 		}
 		a->base = base;
@@ -191,7 +251,6 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 }
 
 /* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */
-static char *meta_cur, *meta_end;
 
 void *pcpm_meta_alloc(size_t len)
 {
@@ -200,11 +259,17 @@ void *pcpm_meta_alloc(size_t len)
 	/* (a difference, not meta_cur + len: before the first chunk both are NULL, and
 	 * NULL + len is undefined behaviour that UBSan reports) */
 	if ((size_t)(meta_end - meta_cur) < len) {
-		size_t chunk = MAX(len, 1UL << 20);
-		char *p = pcpm_os_map(chunk, PAGE_SIZE);
+		size_t chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
+		size_t guard = pcpm_cfg.secure ? PAGE_SIZE : 0; /* secure: a guard page each side */
+		char *p = pcpm_os_map(chunk + 2 * guard, PAGE_SIZE);
 		if (!p) {
 			pcpm_unlock(&meta_lock);
 			return NULL;
+		}
+		if (guard) {
+			pcpm_os_guard(p, guard);
+			pcpm_os_guard(p + guard + chunk, guard);
+			p += guard;
 		}
 		meta_cur = p;
 		meta_end = p + chunk;

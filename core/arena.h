@@ -74,6 +74,7 @@ struct page {
 	union {
 		uint64_t freed_ms; /* BUDDY: when the block became free (purge age) */
 		void *freelist;	   /* SLAB head: first free object (SLUB freelist) */
+		size_t req_size;   /* LARGE head, secure mode: bytes requested */
 	};
 	struct kmem_cache *slab_cache; /* SLAB: owning cache */
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
@@ -103,7 +104,7 @@ struct arena {
 };
 
 /* The first arena is kept by value so the free path's lookup is one compare. */
-extern struct arena pcpm_arena0;
+extern struct arena pcpm_arena0 PCPM_HIDDEN;
 extern struct arena *pcpm_arenas[MAX_ARENAS];
 extern _Atomic int pcpm_nr_arenas;
 
@@ -117,6 +118,8 @@ struct region {
 	uint64_t freed_ms; /* HUGE, cached: when it was freed */
 	int dirty;	   /* HUGE: pages may be resident and non-zero */
 	struct region *next_free;
+	struct region *deferred_next; /* HUGE: on the list of frees from signal handlers */
+	size_t req;		      /* HUGE, secure mode: bytes requested */
 };
 
 struct region *pcpm_region_of(const void *p);
@@ -129,6 +132,10 @@ struct region *pcpm_region_of(const void *p);
  */
 bool pcpm_map_reserve(const void *base, size_t len);
 bool pcpm_map_set(const void *base, size_t len, struct region *r);
+/* Signal-handler variants: trylock only; false / NULL when a lock is taken (or, for the
+ * map, a new radix leaf would be needed). */
+bool pcpm_map_set_try(const void *base, size_t len, struct region *r);
+struct region *pcpm_region_new_try(void);
 
 struct page *pcpm_page_of_slow(const void *p);
 

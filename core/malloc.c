@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "alloc.h"
 #include "config.h"
+#include "secure.h"
 #include "topology.h"
 #include "vmstat.h"
 #include "vgmode.h"
@@ -80,6 +81,7 @@ bool pcpm_init(void)
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
+		pcpm_secure = pcpm_cfg.secure;
 		pcpm_vg_init();
 		huge_base_mask = pcpm_vg ? (uintptr_t)1 << 63 : 0;
 		pcpm_topology_init();
@@ -113,12 +115,29 @@ static PCPM_COLD void double_free(const char *call, const void *p)
 	pcpm_fatal("%s(): double free %p", call, p);
 }
 
-/* p is in arena memory but is no live block: a page already back in the pcp or the zone
- * (a page-aligned pointer there) is a double free, anything else an invalid pointer. */
+/* Is the page inside a free block, on a pcp list or in the buddy free_area?  A free block's
+ * head carries its order; pg is inside it when one of its aligned ancestors is such a head.
+ * Racy without the zone lock: only used to word an abort message. */
+static bool page_in_free_block(struct page *pg)
+{
+	struct arena *a = arena_of_page(pg);
+	size_t pfn = page_pfn(pg);
+	for (unsigned o = 0; o <= MAX_PAGE_ORDER; o++) {
+		struct page *h = a->desc + (pfn & ~((1UL << o) - 1));
+		if ((h->state == PG_BUDDY || h->state == PG_PCP) && h->order >= o)
+			return true;
+	}
+	return false;
+}
+
+/* p is in arena memory but is no live block: a page-aligned pointer into a free block (back
+ * on a pcp list or in the zone, merged with its buddies or not) is a double free, anything
+ * else an invalid pointer. */
 static PCPM_COLD __attribute__((noreturn)) void bad_page_pointer(const char *call, const void *p,
 								 struct page *pg)
 {
-	if ((pg->state == PG_BUDDY || pg->state == PG_PCP) && !((uintptr_t)p & (PAGE_SIZE - 1)))
+	if (!((uintptr_t)p & (PAGE_SIZE - 1)) && pg->state != PG_SLAB && pg->state != PG_LARGE &&
+	    page_in_free_block(pg))
 		double_free(call, p);
 	pcpm_bad_pointer(call, p);
 }
@@ -147,10 +166,50 @@ static size_t huge_cached_bytes; /* resident bytes in the cache, under huge_lock
 static _Atomic size_t huge_bytes, huge_count;
 static _Atomic uint64_t huge_allocs, huge_hits;
 
-enum { HUGE_LIVE = 0, HUGE_CACHED = 1 };
-#define huge_state(r) ((r)->next_free == (struct region *)1 ? HUGE_CACHED : HUGE_LIVE)
+enum { HUGE_LIVE = 0, HUGE_CACHED = 1, HUGE_DEFERRED = 2 };
+#define huge_state(r) ((int)(uintptr_t)(r)->next_free)
+
+/* Mappings freed by signal handlers (huge_free_nested), freed by the next huge_alloc or
+ * huge_free outside a handler. */
+static _Atomic(struct region *) huge_deferred;
+static void huge_free(struct region *r);
+
+static void huge_drain_deferred(void)
+{
+	if (likely(!atomic_load_explicit(&huge_deferred, memory_order_relaxed)))
+		return;
+	struct region *r = atomic_exchange_explicit(&huge_deferred, NULL, memory_order_acquire);
+	while (r) {
+		struct region *next = r->deferred_next;
+		r->next_free = NULL;
+		huge_free(r);
+		r = next;
+	}
+}
+
+static void huge_free_nested(struct region *r)
+{
+	r->next_free = (struct region *)HUGE_DEFERRED;
+	struct region *h = atomic_load_explicit(&huge_deferred, memory_order_relaxed);
+	do
+		r->deferred_next = h;
+	while (!atomic_compare_exchange_weak_explicit(&huge_deferred, &h, r, memory_order_release,
+						      memory_order_relaxed));
+}
+
+static inline char *huge_base(const struct region *r);
+
+/* Secure mode: the last page of the mapping is a guard, the bytes between the request and
+ * the guard carry the canary. */
+static void huge_secure_arm(struct region *r, size_t size)
+{
+	r->req = size;
+	pcpm_os_guard(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
+	secure_fill_canary(huge_base(r) + size, huge_base(r) + r->len - PAGE_SIZE);
+}
 
 static void huge_unmap(struct region *r);
+static void *huge_realloc(struct region *r, size_t size);
 
 /*
  * The user pointer of a huge mapping.  In memcheck mode it is stored with its top bit set
@@ -180,11 +239,12 @@ static void huge_shrink(struct region *r, size_t len)
 
 static void *huge_alloc(size_t size, size_t align)
 {
-	size_t len = ALIGN_UP(size, PAGE_SIZE);
+	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
 	if (len < size)
 		return NULL;
+	huge_drain_deferred();
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
-	if (align <= HUGE_ALIGN) {
+	if (align <= HUGE_ALIGN && !pcpm_secure) {
 		/* best fit among the cached mappings */
 		pcpm_lock(&huge_lock);
 		int best = -1;
@@ -193,6 +253,18 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
 				best = i;
 		}
+		bool grow = false;
+		if (best < 0) {
+			/* none is large enough: grow the largest one (mremap moves page tables, no
+			 * bytes), so only the extension faults in, where a fresh mapping would fault
+			 * in all of it and the cached one would stay resident beside it */
+			for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+				struct region *r = huge_cache[i];
+				if (r && (best < 0 || r->len > huge_cache[best]->len))
+					best = i;
+			}
+			grow = best >= 0;
+		}
 		if (best >= 0) {
 			struct region *r = huge_cache[best];
 			huge_cache[best] = NULL;
@@ -200,13 +272,20 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
-			if (r->len > len + len / 4)
+			if (grow) {
+				if (!huge_realloc(r, len)) {
+					huge_unmap(r);
+					goto fresh;
+				}
+			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
+			}
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return huge_base(r);
 		}
 		pcpm_unlock(&huge_lock);
 	}
+fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
 	if (!p) {
 		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
@@ -223,12 +302,46 @@ static void *huge_alloc(size_t size, size_t align)
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
 	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
 		pcpm_map_set(p, len, NULL);
 		pcpm_os_unmap(p, len);
 		pcpm_region_free(r);
 		return NULL;
 	}
+	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
+	return p;
+}
+
+/* From a signal handler: a mapping of its own, registered with trylocks only; NULL when a
+ * lock is taken (the nested-allocation fallback of kernel-pcp.md §12.2). */
+static void *huge_alloc_nested(size_t size, size_t align)
+{
+	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
+	if (len < size)
+		return NULL;
+	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
+	if (!p)
+		return NULL;
+	struct region *r = pcpm_region_new_try();
+	if (!r) {
+		pcpm_os_unmap(p, len);
+		return NULL;
+	}
+	r->kind = REGION_HUGE;
+	huge_set_base(r, p);
+	r->len = len;
+	r->dirty = 0;
+	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
+	if (!pcpm_map_set_try(p, len, r)) {
+		pcpm_os_unmap(p, len);
+		return NULL; /* the region struct is lost (64 bytes; freeing it needs meta_lock) */
+	}
+	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
 	return p;
@@ -246,6 +359,10 @@ static void huge_unmap(struct region *r)
 static void huge_free(struct region *r)
 {
 	struct region *victim = NULL;
+	if (pcpm_secure) { /* no cache: a use after free faults */
+		huge_unmap(r);
+		return;
+	}
 	if (r->len <= HUGE_CACHE_MAX) {
 		r->dirty = 1;
 		r->freed_ms = pcpm_now_ms();
@@ -296,13 +413,14 @@ static void huge_cache_drain(void)
 	}
 }
 
-/* Periodic work: cached mappings unused for a period give their pages back (stay mapped). */
+/* Periodic work: cached mappings unused for half a period give their pages back (stay
+ * mapped), as the zone purge does with free blocks. */
 static void huge_cache_decay(uint64_t now)
 {
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
-		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms) {
+		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms / 2) {
 			pcpm_unlock(&huge_lock);
 			continue;
 		}
@@ -381,8 +499,13 @@ static void *huge_realloc(struct region *r, size_t size)
 
 static void *large_alloc(size_t size, size_t align)
 {
+	if (unlikely(pcpm_sig_depth))
+		return huge_alloc_nested(size, align);
+	size_t req = size;
+	if (unlikely(pcpm_secure) && size >= SECURE_GUARD_MIN)
+		size += PAGE_SIZE; /* room for the guard page */
 	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
-		return huge_alloc(size, align);
+		return huge_alloc(req, align);
 	size_t np = (size + PAGE_SIZE - 1) >> PAGE_SHIFT;
 	unsigned order = (unsigned)ilog2_ceil(np);
 	unsigned align_order = align > PAGE_SIZE ? (unsigned)ilog2_ceil(align >> PAGE_SHIFT) : 0;
@@ -401,7 +524,29 @@ static void *large_alloc(size_t size, size_t align)
 	pcpm_tc.large_allocs++; /* thread-local; folded in by the tcache registry */
 	pg->npages = (uint32_t)np;
 	pg->state = PG_LARGE;
-	return page_address(pg);
+	char *p = page_address(pg);
+	if (unlikely(pcpm_secure)) {
+		/* guard page right after the request's last page; canary up to it */
+		size_t gp = ALIGN_UP(req, PAGE_SIZE);
+		pg->req_size = req;
+		pg->flags |= PG_DIRTY;
+		secure_fill_canary(p + req, p + gp);
+		if (req >= SECURE_GUARD_MIN)
+			pcpm_os_guard(p + gp, PAGE_SIZE);
+	}
+	return p;
+}
+
+/* Secure mode, a large block being freed: canary check, guard page off, junk fill. */
+static void large_secure_release(char *p, struct page *pg, const char *call)
+{
+	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
+	secure_check_canary(p, p + req, p + gp, call);
+	if (req >= SECURE_GUARD_MIN)
+		pcpm_os_commit(p + gp, PAGE_SIZE);
+	/* junk over the first 64 KiB: enough to spoil stale pointers and headers a dangling
+	 * reader would use, without a full pass over multi-megabyte blocks */
+	memset(p, SECURE_JUNK, MIN(req, (size_t)64 << 10));
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
@@ -429,6 +574,13 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 	if (pg) {
 		if (pg->state == PG_LARGE && p == page_address(pg)) {
 			tcache_count(true);
+			if (unlikely(pcpm_secure))
+				large_secure_release(p, pg, call);
+			if (unlikely(pcpm_sig_depth)) {
+				pg->state = PG_NONE;
+				zone_free_run_nested(&pcpm_zone, pg);
+				return;
+			}
 			large_free(pg);
 			return;
 		}
@@ -436,9 +588,16 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 	}
 	struct region *r = pcpm_region_of(p);
 	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
-		if (huge_state(r) == HUGE_CACHED)
+		if (huge_state(r) != HUGE_LIVE)
 			double_free(call, p);
 		tcache_count(true);
+		if (unlikely(pcpm_secure))
+			secure_check_canary(p, huge_base(r) + r->req, huge_base(r) + r->len - PAGE_SIZE, call);
+		if (unlikely(pcpm_sig_depth)) {
+			huge_free_nested(r);
+			return;
+		}
+		huge_drain_deferred();
 		huge_free(r);
 		return;
 	}
@@ -448,9 +607,11 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 /* The key word matched: confirm or rule out a double free, then free normally. */
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 {
+	PCPM_INSIDE_BEGIN();
 	tcache_check_double_free(p, head, call);
 	if (!tcache_push(p, head->cls))
 		tcache_free_slow(p, head->cls);
+	PCPM_INSIDE_END();
 }
 
 static void vg_free(void *p, struct page *pg, const char *call);
@@ -459,18 +620,62 @@ void pcpm_free_generic(void *p, const char *call)
 {
 	if (!p)
 		return;
+	PCPM_INSIDE_BEGIN();
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_vg))
-		return vg_free(p, pg, call);
-	if (pg && pg->state == PG_SLAB)
-		return pcpm_free_slab(p, pg->slab_head, call);
-	pcpm_free_slow(p, pg, call);
+		vg_free(p, pg, call);
+	else if (pg && pg->state == PG_SLAB)
+		pcpm_free_slab(p, pg->slab_head, call);
+	else
+		pcpm_free_slow(p, pg, call);
+	PCPM_INSIDE_END();
 }
+
+/*
+ * malloc from a signal handler (kernel-pcp.md §12.2): a slab object when its cache lock is
+ * free and a partial slab has room, else a mapping of its own.  align: power of two.
+ */
+static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
+{
+	void *p = NULL;
+	if (!atomic_load_explicit(&init_done, memory_order_acquire) || n > PTRDIFF_MAX)
+		goto out;
+	size_t need = n + (pcpm_secure ? SECURE_TRAILER : 0);
+	if (align <= 16 && need <= SLAB_MAX_SIZE) {
+		unsigned c = size_to_class(need);
+		p = slab_alloc_nested(c);
+		if (p) {
+			if (pcpm_secure)
+				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+			tcache_count(false);
+			return p;
+		}
+	}
+	p = huge_alloc_nested(MAX(n, 1), align);
+	if (p)
+		tcache_count(false);
+out:
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+static void *__malloc_slow(size_t n);
 
 static size_t raw_usable(const void *p);
 
 void *pcpm_malloc_slow(size_t n)
 {
+	PCPM_INSIDE_BEGIN();
+	void *p = __malloc_slow(n);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__malloc_slow(size_t n)
+{
+	if (unlikely(pcpm_sig_depth))
+		return malloc_nested(n, 0);
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
 		return NULL;
@@ -478,7 +683,12 @@ void *pcpm_malloc_slow(size_t n)
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
-	if (n <= SLAB_MAX_SIZE) {
+	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
+		unsigned c = size_to_class(n + SECURE_TRAILER);
+		p = tcache_alloc_slow(c);
+		if (p)
+			secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+	} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
 		p = tcache_alloc_slow(size_to_class(n));
 	} else if (n > PTRDIFF_MAX) {
 		p = NULL;
@@ -529,25 +739,32 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 	return p;
 }
 
-/* Usable bytes of the block p (not NULL); aborts when p is no block. */
-static size_t raw_usable(const void *p)
+static size_t usable_size_call(const void *p, const char *call)
 {
 	struct page *pg = pcpm_page_of(p);
 	if (pg) {
 		if (pg->state == PG_SLAB) {
 			struct page *head = pg->slab_head;
 			if (slab_obj_index(head, p) < 0)
-				pcpm_bad_pointer("malloc_usable_size", p);
+				pcpm_bad_pointer(call, p);
+			if (unlikely(pcpm_secure))
+				return secure_small_size(p, head->slab_cache->size, call);
 			return head->slab_cache->size;
 		}
 		if (pg->state == PG_LARGE && p == page_address(pg))
-			return (size_t)pg->npages << PAGE_SHIFT;
-		pcpm_bad_pointer("malloc_usable_size", p);
+			return unlikely(pcpm_secure) ? pg->req_size : (size_t)pg->npages << PAGE_SHIFT;
+		pcpm_bad_pointer(call, p);
 	}
 	struct region *r = pcpm_region_of(p);
 	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
-		pcpm_bad_pointer("malloc_usable_size", p);
-	return r->len;
+		pcpm_bad_pointer(call, p);
+	return unlikely(pcpm_secure) ? r->req : r->len;
+}
+
+/* Usable bytes of the block p (not NULL); aborts when p is no block. */
+static size_t raw_usable(const void *p)
+{
+	return usable_size_call(p, "malloc_usable_size");
 }
 
 size_t pcpm_usable_size(const void *p)
@@ -573,8 +790,16 @@ static void *realloc_move(void *p, size_t old_usable, size_t size)
 }
 
 static void *vg_realloc(void *p, size_t size);
-
+static void *__realloc(void *p, size_t size);
 void *pcpm_realloc(void *p, size_t size)
+{
+	PCPM_INSIDE_BEGIN();
+	void *q = __realloc(p, size);
+	PCPM_INSIDE_END();
+	return q;
+}
+
+static void *__realloc(void *p, size_t size)
 {
 	if (unlikely(pcpm_vg))
 		return vg_realloc(p, size);
@@ -589,6 +814,13 @@ void *pcpm_realloc(void *p, size_t size)
 		return NULL;
 	}
 	struct page *pg = pcpm_page_of(p);
+	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
+		/* every realloc moves: the checks of malloc and free run, nothing in place */
+		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
+		    ((uintptr_t *)p)[1] == pcpm_free_key)
+			tcache_check_double_free(p, pg->slab_head, "realloc");
+		return realloc_move(p, usable_size_call(p, "realloc"), size);
+	}
 	if (pg && pg->state == PG_SLAB) {
 		struct page *head = pg->slab_head;
 		if (slab_obj_index(head, p) < 0)
@@ -652,13 +884,24 @@ void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
 
 /* ---- aligned allocation --------------------------------------------------------------- */
 
+static void *__aligned_alloc_pow2(size_t align, size_t size);
 static void *aligned_alloc_core(size_t align, size_t size);
 
 /* align: a power of two >= 16. */
 static void *aligned_alloc_pow2(size_t align, size_t size)
 {
+	PCPM_INSIDE_BEGIN();
+	void *p = __aligned_alloc_pow2(align, size);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__aligned_alloc_pow2(size_t align, size_t size)
+{
 	if (align <= 16)
 		return pcpm_malloc(size);
+	if (unlikely(pcpm_sig_depth))
+		return malloc_nested(size, align);
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
 		return NULL;
@@ -675,7 +918,7 @@ static void *aligned_alloc_core(size_t align, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t need = MAX(size, align);
+	size_t need = MAX(size + (pcpm_secure ? SECURE_TRAILER : 0), align);
 	if (need <= SLAB_MAX_SIZE) {
 		/* a class whose objects are multiples of align in a slab aligned to at least
 		 * align has every object aligned */
@@ -687,6 +930,8 @@ static void *aligned_alloc_core(size_t align, size_t size)
 					p = tcache_alloc_slow(c);
 				if (!p)
 					errno = ENOMEM;
+				else if (unlikely(pcpm_secure))
+					secure_arm_small(p, s->size, size, "memalign");
 				return p;
 			}
 		}
@@ -758,15 +1003,21 @@ static void vg_release(void *p);
 int pcpm_trim(size_t pad)
 {
 	(void)pad;
-	if (!pcpm_init())
+	PCPM_INSIDE_BEGIN();
+	if (!pcpm_init()) {
+		PCPM_INSIDE_END();
 		return 0;
+	}
 	if (unlikely(pcpm_vg))
 		pcpm_vg_quarantine_drain(vg_release);
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();
+	huge_drain_deferred();
 	huge_cache_drain();
-	return zone_purge(&pcpm_zone, 0, 0) > 0;
+	int r = zone_purge(&pcpm_zone, 0, 0) > 0;
+	PCPM_INSIDE_END();
+	return r;
 }
 
 void pcpm_mallinfo(struct pcpm_mallinfo *mi)
@@ -804,10 +1055,16 @@ void pcpm_huge_stats_add(struct pcpm_stats *s)
  * huge, map/meta, tcache registry) so the child gets consistent data; the child then
  * resets the locks instead of unlocking (its owners do not exist there).
  */
+/* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
+static __thread int fork_was_inside;
+
 void pcpm_fork_prepare(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	fork_was_inside = pcpm_inside;
+	pcpm_inside = 1;
+	atomic_signal_fence(memory_order_seq_cst);
 	pcpm_lock(&init_lock);
 	pcpm_vg_fork_prepare();
 	slab_lock_all();
@@ -830,6 +1087,8 @@ void pcpm_fork_parent(void)
 	slab_unlock_all();
 	pcpm_vg_fork_parent();
 	pcpm_unlock(&init_lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
 }
 
 void pcpm_fork_child(void)
@@ -845,6 +1104,8 @@ void pcpm_fork_child(void)
 	slab_reset_locks();
 	pcpm_vg_fork_child();
 	pcpm_lock_reset(&init_lock);
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
 }
 
 /* ---- memcheck mode (vgmode.h): the annotated free and realloc ------------------------ */

@@ -102,6 +102,11 @@ void *pcpm_os_reserve(size_t len, size_t align)
 	return a;
 }
 
+bool pcpm_os_guard(void *p, size_t len)
+{
+	return mprotect(p, len, PROT_NONE) == 0;
+}
+
 bool pcpm_os_commit(void *p, size_t len)
 {
 	if (FAULT(ENOMEM))

@@ -89,6 +89,8 @@ void pcpm_os_unmap(void *p, size_t len);
 void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst);
 bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
+/* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
+bool pcpm_os_guard(void *p, size_t len);
 
 #ifdef PCPM_FAULT_INJECT
 /* Test builds only (os.c): make the Nth and following VM calls fail. */

@@ -4,6 +4,7 @@
  * (kernel-pcp.md §7.2, §12.6) because pcpmalloc's sheaf is the per-thread cache.
  */
 #include "slab.h"
+#include "secure.h"
 #include "topology.h"
 #include "vgmode.h"
 
@@ -12,6 +13,22 @@
 struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
 uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+uintptr_t pcpm_link_key;
+
+void pcpm_freelist_corrupt(const char *call, const void *pos)
+{
+	pcpm_fatal("%s(): corrupted free list at %p", call, pos);
+}
+
+/* Slow-path decode of a slab freelist link: next must be NULL or an object of the same slab. */
+static void *slab_fl_next(struct kmem_cache *s, struct page *pg, const void *o)
+{
+	char *next = fl_decode(o, "malloc");
+	if (next && (next < pg->addr || next >= pg->addr + (size_t)s->objects * s->size ||
+		     (size_t)(next - pg->addr) % s->size))
+		pcpm_freelist_corrupt("malloc", o);
+	return next;
+}
 
 static uint32_t class_size_of(unsigned cls)
 {
@@ -58,6 +75,7 @@ static unsigned calculate_order(uint32_t size)
 
 void pcpm_slab_init(void)
 {
+	pcpm_link_key = (uintptr_t)pcpm_random64();
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = &pcpm_caches[c];
 		s->size = pcpm_class_size[c] = class_size_of(c);
@@ -74,11 +92,16 @@ void pcpm_slab_init(void)
 		pcpm_small_class[i] = (uint8_t)size_to_class_slow(i * 16);
 }
 
+static void __slab_free_deferred(struct kmem_cache *s);
+
+/* Takes the cache lock; frees what signal handlers deferred meanwhile (slab_free_nested). */
 static inline void cache_lock(struct kmem_cache *s)
 {
 	if (pcpm_lock(&s->lock))
 		s->lock_contended++;
 	s->lock_count++;
+	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
+		__slab_free_deferred(s);
 }
 
 /* A new slab from the pcp, every page pointing at the head; NULL when out of memory. */
@@ -102,6 +125,8 @@ static struct page *new_slab(struct kmem_cache *s)
 	 * object 0 look reachable; it is never handed out */
 	pg->carved = unlikely(pcpm_vg) && s->objects > 1;
 	pg->order = (uint8_t)s->order;
+	if (unlikely(pcpm_secure))
+		secure_slab_init(pg, s->size, s->objects);
 	for (unsigned i = 0; i < n; i++)
 		pg[i].state = PG_SLAB;
 	return pg;
@@ -143,8 +168,11 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
 			vg_open_obj(o);
-			pg->freelist = *(void **)o;
-			*link = o;
+			pg->freelist = slab_fl_next(s, pg, o);
+			if (link != &first)
+				fl_store(link, o);
+			else
+				first = o;
 			link = (void **)o;
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
@@ -154,7 +182,10 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 			void *o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
 			vg_open_obj(o);
-			*link = o;
+			if (link != &first)
+				fl_store(link, o);
+			else
+				first = o;
 			link = (void **)o;
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
@@ -166,9 +197,103 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 	}
 	pcpm_unlock(&s->lock);
-	*link = NULL;
+	if (link != &first)
+		fl_store(link, NULL);
 	*head = first;
 	return got;
+}
+
+/* Puts o back on its slab's freelist.  Cache lock held.  Returns the slab when it became
+ * empty and should go back to the pcp (the caller discards it after unlocking). */
+static struct page *__slab_free_one(struct kmem_cache *s, void *o, struct page *pg)
+{
+	bool was_full = !slab_has_free(s, pg);
+	fl_store(o, pg->freelist);
+	vg_close_obj(o);
+	pg->freelist = o;
+	pg->inuse--;
+	if (was_full) {
+		list_add_tail(&pg->lru, &s->partial);
+		s->nr_partial++;
+	}
+	if (pg->inuse == 0 && s->nr_partial > s->min_partial) {
+		list_del(&pg->lru);
+		s->nr_partial--;
+		s->nr_slabs--;
+		s->slab_free++;
+		return pg;
+	}
+	return NULL;
+}
+
+/* Objects freed by signal handlers while the lock was taken: put them back (empty slabs
+ * stay on the partial list; the next free or malloc_trim discards them). */
+static void __slab_free_deferred(struct kmem_cache *s)
+{
+	void *o = atomic_exchange_explicit(&s->deferred, NULL, memory_order_acquire);
+	while (o) {
+		void *next = fl_decode(o, "free");
+		struct page *pg = pcpm_page_of(o)->slab_head;
+		uint32_t min = s->min_partial;
+		s->min_partial = UINT32_MAX; /* keep empty slabs: no pcp call under the lock */
+		__slab_free_one(s, o, pg);
+		s->min_partial = min;
+		o = next;
+	}
+}
+
+void *slab_alloc_nested(unsigned cls)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	if (!pcpm_trylock(&s->lock))
+		return NULL;
+	s->lock_count++;
+	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
+		__slab_free_deferred(s);
+	void *o = NULL;
+	if (!list_empty(&s->partial)) {
+		struct page *pg = (struct page *)s->partial.next;
+		if (pg->freelist) {
+			o = pg->freelist;
+			vg_open_obj(o);
+			pg->freelist = slab_fl_next(s, pg, o);
+		} else if (pg->carved < s->objects) {
+			o = pg->addr + (size_t)pg->carved * s->size;
+			pg->carved++;
+			vg_open_obj(o);
+		}
+		if (o) {
+			pg->inuse++;
+			if (!slab_has_free(s, pg)) {
+				list_del(&pg->lru);
+				s->nr_partial--;
+			}
+		}
+	}
+	pcpm_unlock(&s->lock);
+	if (o)
+		((uintptr_t *)o)[1] = 0;
+	return o;
+}
+
+void slab_free_nested(void *o, struct page *head)
+{
+	struct kmem_cache *s = head->slab_cache;
+	if (pcpm_trylock(&s->lock)) {
+		s->lock_count++;
+		uint32_t min = s->min_partial;
+		s->min_partial = UINT32_MAX; /* no pcp call from a signal handler */
+		__slab_free_one(s, o, head);
+		s->min_partial = min;
+		pcpm_unlock(&s->lock);
+		return;
+	}
+	/* the lock holder may be the thread this handler interrupted: defer (Treiber push) */
+	void *h = atomic_load_explicit(&s->deferred, memory_order_relaxed);
+	do
+		fl_store(o, h);
+	while (!atomic_compare_exchange_weak_explicit(&s->deferred, &h, o, memory_order_release,
+						      memory_order_relaxed));
 }
 
 void slab_free_bulk(unsigned cls, void *head, unsigned n)
@@ -178,24 +303,18 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n)
 	unsigned nempty = 0;
 	cache_lock(s);
 	for (void *o = head; n && o; n--) {
-		void *next = *(void **)o;
-		struct page *pg = pcpm_page_of(o)->slab_head;
-		bool was_full = !slab_has_free(s, pg);
-		*(void **)o = pg->freelist;
-		vg_close_obj(o);
-		pg->freelist = o;
-		pg->inuse--;
-		if (was_full) {
-			list_add_tail(&pg->lru, &s->partial);
-			s->nr_partial++;
-		}
-		if (pg->inuse == 0 && s->nr_partial > s->min_partial && nempty < 16) {
-			list_del(&pg->lru);
-			s->nr_partial--;
-			s->nr_slabs--;
-			s->slab_free++;
-			empty[nempty++] = pg;
-		}
+		void *next = n > 1 ? fl_decode(o, "free") : NULL;
+		struct page *pg = pcpm_page_of(o);
+		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls))
+			pcpm_freelist_corrupt("free", o);
+		pg = pg->slab_head;
+		uint32_t min = s->min_partial;
+		if (nempty == 16)
+			s->min_partial = UINT32_MAX;
+		struct page *e = __slab_free_one(s, o, pg);
+		s->min_partial = min;
+		if (e)
+			empty[nempty++] = e;
 		o = next;
 	}
 	pcpm_unlock(&s->lock);
@@ -215,7 +334,7 @@ bool slab_object_is_free(struct page *head, const void *p)
 			break;
 		}
 		vg_open_obj(o);
-		void *next = *(void **)o;
+		void *next = slab_fl_next(s, head, o);
 		vg_close_obj(o);
 		o = next;
 	}

@@ -31,6 +31,8 @@ struct kmem_cache {
 	uint32_t nr_partial;  /* slabs on partial */
 	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
 	struct list_head partial;
+	_Atomic(void *) deferred; /* objects freed by signal handlers while the lock was
+				   * taken (safe-linked stack); drained by the next holder */
 	/* counters, under lock */
 	uint64_t nr_slabs, slab_alloc, slab_free, lock_count, lock_contended;
 } __attribute__((aligned(64)));
@@ -38,6 +40,39 @@ struct kmem_cache {
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 extern uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
 extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+
+/*
+ * Safe-linking of free lists (thread-cache stacks and slab freelists): the link stored in a
+ * free object's first word is next ^ (address of the link) ^ pcpm_link_key, a per-process
+ * random key (getrandom at init).  An overflow into a free object therefore cannot point the
+ * allocator at an address of the attacker's choosing without knowing the key, and a random
+ * overwrite decodes to a misaligned pointer with probability 15/16 (every object is 16-byte
+ * aligned), which the decode check turns into an abort.  In the spirit of glibc's
+ * PROTECT_PTR (which uses ASLR bits only); the key makes it independent of ASLR.
+ */
+extern uintptr_t pcpm_link_key PCPM_HIDDEN;
+
+static inline uintptr_t fl_encode(const void *pos, const void *next)
+{
+	return (uintptr_t)next ^ (uintptr_t)pos ^ pcpm_link_key;
+}
+
+/* Aborts with "pcpmalloc: CALL(): corrupted free list at POS" (a free object was written). */
+void pcpm_freelist_corrupt(const char *call, const void *pos) __attribute__((noreturn, cold));
+
+/* Decodes the link stored at pos; aborts when the result is not 16-byte aligned. */
+static inline void *fl_decode(const void *pos, const char *call)
+{
+	uintptr_t next = *(const uintptr_t *)pos ^ (uintptr_t)pos ^ pcpm_link_key;
+	if (unlikely(next & 15))
+		pcpm_freelist_corrupt(call, pos);
+	return (void *)next;
+}
+
+static inline void fl_store(void *pos, const void *next)
+{
+	*(uintptr_t *)pos = fl_encode(pos, next);
+}
 
 /* Size class of a request of n bytes (n <= SLAB_MAX_SIZE). */
 static inline unsigned size_to_class(size_t n)
@@ -79,6 +114,15 @@ static inline long slab_obj_index(struct page *head, const void *p)
 		return -1;
 	return (long)idx;
 }
+
+/*
+ * Signal-handler variants (kernel-pcp.md §12.2 "Re-entrancy"): trylock only.
+ * slab_alloc_nested: one object of class cls from a partial slab (no new slab), NULL when
+ * the lock is taken or no partial slab has room.  slab_free_nested: back to its slab, or
+ * onto the cache's lock-free deferred list when the lock is taken.  Neither calls the pcp.
+ */
+void *slab_alloc_nested(unsigned cls);
+void slab_free_nested(void *o, struct page *head);
 
 /* Is p on its slab's freelist?  (double-free confirmation; takes the cache lock) */
 bool slab_object_is_free(struct page *head, const void *p);

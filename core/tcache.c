@@ -3,10 +3,13 @@
  */
 #include "tcache.h"
 #include "config.h"
+#include "secure.h"
 #include "topology.h"
 #include "vgmode.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
 
 __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
 uintptr_t pcpm_free_key;
@@ -33,13 +36,18 @@ void pcpm_tcache_init(void)
 		 * doubled for main + spare), never below one batch. */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
-		/* 0: every call to the slab (PCPMALLOC_TCACHE=0, and memcheck mode, whose
-		 * annotations live on the slow paths) */
-		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg ? (uint16_t)cap : 0;
+		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
+		 * live on the slow paths; secure mode, whose checks do) */
+		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
 	}
 	pcpm_free_key = (uintptr_t)pcpm_random64();
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
+
+/* Secure mode's per-thread stacks: small, so freed blocks do not stay junk-filled in a
+ * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
+#define SECURE_CACHE_CAP 16
+#define SECURE_BATCH 8
 
 unsigned tcache_fbatch(void)
 {
@@ -57,8 +65,10 @@ void tcache_setup(void)
 	struct tcache *tc = &pcpm_tc;
 	if (tc->state != TC_UNINIT)
 		return;
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		tc->bins[c].avail = pcpm_tcache_cap[c];
+		tc->sbins[c].avail = pcpm_secure && pcpm_cfg.tcache ? SECURE_CACHE_CAP : 0;
+	}
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
 	tc->next = registry;
@@ -76,30 +86,74 @@ static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 	return pcpm_tcache_cap[cls] - tc->bins[cls].avail;
 }
 
+/* Objects on secure mode's stack of class cls. */
+static inline unsigned sbin_count(struct tcache *tc, unsigned cls)
+{
+	return tc->sbins[cls].avail > SECURE_CACHE_CAP || !tc->sbins[cls].head
+		       ? 0
+		       : SECURE_CACHE_CAP - tc->sbins[cls].avail;
+}
+
+static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n);
+
 static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 {
 	struct tcache_bin *b = &tc->bins[cls];
 	if (n > bin_count(tc, cls))
 		n = bin_count(tc, cls);
+	flush_stack(tc, b, cls, n);
+}
+
+/* Gives the n objects on top of stack b back to the slab. */
+static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n)
+{
 	if (!n)
 		return;
 	void *first = b->head, *last = first;
 	for (unsigned i = 1; i < n; i++)
-		last = *(void **)last;
-	b->head = *(void **)last;
-	*(void **)last = NULL;
+		last = fl_decode(last, "free");
+	b->head = fl_decode(last, "free");
+	fl_store(last, NULL);
 	b->avail += n;
 	tc->flushes++;
 	slab_free_bulk(cls, first, n);
 }
 
+static void *__tcache_alloc_slow(unsigned cls);
 void *tcache_alloc_slow(unsigned cls)
 {
+	PCPM_INSIDE_BEGIN();
+	void *p = __tcache_alloc_slow(cls);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+static void *__tcache_alloc_slow(unsigned cls)
+{
 	struct tcache *tc = &pcpm_tc;
+	if (unlikely(pcpm_sig_depth))
+		return slab_alloc_nested(cls);
 	tcache_ensure();
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail <= SECURE_CACHE_CAP &&
+	    (tc->sbins[cls].head || tc->sbins[cls].avail)) {
+		struct tcache_bin *sb = &tc->sbins[cls];
+		if (!sb->head) {
+			unsigned got = slab_alloc_bulk(cls, SECURE_BATCH, &sb->head, pcpm_free_key);
+			if (!got)
+				return NULL;
+			sb->avail -= got;
+			tc->refills++;
+		}
+		void *p = sb->head;
+		sb->head = fl_decode(p, "malloc");
+		sb->avail++;
+		((uintptr_t *)p)[1] = 0;
+		tc->malloc_calls++;
+		return p;
+	}
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */
 		if (!slab_alloc_bulk(cls, 1, &head, 0))
@@ -118,28 +172,55 @@ void *tcache_alloc_slow(unsigned cls)
 	tc->refills++;
 	/* hand out the first, keep the rest */
 	void *p = head;
-	b->head = *(void **)p;
+	b->head = fl_decode(p, "malloc");
 	b->avail -= got - 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
 	return p;
 }
 
+static void __tcache_free_slow(void *p, unsigned cls);
 void tcache_free_slow(void *p, unsigned cls)
 {
+	PCPM_INSIDE_BEGIN();
+	__tcache_free_slow(p, cls);
+	PCPM_INSIDE_END();
+}
+
+static void __tcache_free_slow(void *p, unsigned cls)
+{
 	struct tcache *tc = &pcpm_tc;
+	if (unlikely(pcpm_secure))
+		secure_free_small(p, pcpm_class_size[cls], "free");
+	if (unlikely(pcpm_sig_depth)) {
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		slab_free_nested(p, pcpm_page_of(p)->slab_head);
+		return;
+	}
 	tcache_ensure();
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
+		struct tcache_bin *sb = &tc->sbins[cls];
+		if (!sb->avail)
+			flush_stack(tc, sb, cls, SECURE_BATCH);
+		fl_store(p, sb->head);
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		sb->head = p;
+		sb->avail--;
+		tc->free_calls++;
+		return;
+	}
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		*(void **)p = NULL;
+		fl_store(p, NULL);
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
 		slab_free_bulk(cls, p, 1);
 		return;
 	}
 	flush_bin(tc, cls, batch_for(cls));
 	if (!tcache_push(p, cls)) {
+		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		*(void **)p = NULL;
+		fl_store(p, NULL);
 		slab_free_bulk(cls, p, 1);
 	}
 }
@@ -149,15 +230,54 @@ void tcache_count_slow(bool is_free)
 	atomic_fetch_add_explicit(is_free ? &nocache_free : &nocache_malloc, 1, memory_order_relaxed);
 }
 
+/*
+ * Is p on another thread's stack of class cls?  Those stacks change under our feet, so the
+ * walk decodes each link without trusting it (a link that does not lead to an object of the
+ * class ends that stack's walk) and is bounded by the capacity.  Registry lock held, so no
+ * cache goes away meanwhile; cold path (the free mark matched).
+ */
+static bool tcache_in_other_cache(const void *p, unsigned cls)
+{
+	bool found = false;
+	pcpm_lock(&registry_lock);
+	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
+		if (tc == &pcpm_tc)
+			continue;
+		const void *o = __atomic_load_n(pcpm_secure ? &tc->sbins[cls].head : &tc->bins[cls].head,
+						__ATOMIC_RELAXED);
+		for (unsigned n = pcpm_secure ? SECURE_CACHE_CAP : pcpm_tcache_cap[cls]; o && n; n--) {
+			struct page *pg = pcpm_page_of(o);
+			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
+				break;
+			if (o == p) {
+				found = true;
+				break;
+			}
+			uintptr_t v = __atomic_load_n((const uintptr_t *)o, __ATOMIC_RELAXED);
+			o = (const void *)(v ^ (uintptr_t)o ^ pcpm_link_key);
+		}
+	}
+	pcpm_unlock(&registry_lock);
+	return found;
+}
+
 void tcache_check_double_free(void *p, struct page *head, const char *call)
 {
+	if (unlikely(pcpm_sig_depth))
+		return; /* the confirmation takes locks; a signal handler may not wait for them */
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = head->cls;
 	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
-	for (void *o = tc->bins[cls].head; o && limit; o = *(void **)o, limit--)
+	for (void *o = tc->bins[cls].head; o && limit; o = fl_decode(o, call), limit--)
+		if (o == p)
+			pcpm_fatal("%s(): double free %p", call, p);
+	limit = tc->state == TC_ACTIVE ? sbin_count(tc, cls) : 0;
+	for (void *o = tc->sbins[cls].head; o && limit; o = fl_decode(o, call), limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
 	if (slab_object_is_free(head, p))
+		pcpm_fatal("%s(): double free %p", call, p);
+	if (tcache_in_other_cache(p, cls))
 		pcpm_fatal("%s(): double free %p", call, p);
 }
 
@@ -165,8 +285,10 @@ void tcache_flush_all(struct tcache *tc)
 {
 	if (tc->state != TC_ACTIVE)
 		return;
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		flush_bin(tc, c, bin_count(tc, c));
+		flush_stack(tc, &tc->sbins[c], c, sbin_count(tc, c));
+	}
 }
 
 /*
@@ -178,9 +300,10 @@ static void tcache_thread_exit(void *arg)
 	struct tcache *tc = arg;
 	if (tc != &pcpm_tc || tc->state != TC_ACTIVE)
 		return;
+	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-		tc->bins[c].avail = 0;
+		tc->bins[c].avail = tc->sbins[c].avail = 0;
 	tc->state = TC_DEAD;
 	pcpm_lock(&registry_lock);
 	if (tc->prev)
@@ -247,4 +370,49 @@ void tcache_fork_child(void)
 	} else {
 		registry = NULL;
 	}
+}
+
+/*
+ * ---- signal handlers (kernel-pcp.md §12.2 "Re-entrancy") ----
+ * A handler may interrupt this thread anywhere in pcpmalloc: in the middle of a thread-cache
+ * push or pop, or holding a kmem_cache, pcp or zone lock.  preload/ runs every handler the
+ * program installs between pcpm_signal_enter() and pcpm_signal_exit().  Enter sets the
+ * thread's "in a handler" depth and parks the thread cache's stacks (the handler sees empty,
+ * full stacks, so its fast paths fall through to the slow paths without touching the state
+ * the interrupted code may be changing); exit puts them back unchanged.  With the depth set,
+ * the slow paths use trylock only: frees that cannot get a lock are deferred on lock-free
+ * lists drained by the next lock holder, allocations that cannot get one map memory.  The
+ * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
+ */
+__thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
+__thread int pcpm_inside __attribute__((tls_model("initial-exec")));
+static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
+
+void pcpm_signal_enter(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old); /* no second handler while the stacks move */
+	if (pcpm_sig_depth++ == 0) {
+		memcpy(parked, pcpm_tc.bins, sizeof(parked));
+		memset(pcpm_tc.bins, 0, sizeof(pcpm_tc.bins));
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
+ * Leaves every signal blocked: once the stacks are back, a signal that came before the
+ * interrupted code resumed would run its handler in the normal mode against a half-done
+ * push or pop.  The handler's return (rt_sigreturn) restores the interrupted code's mask
+ * together with its registers, so call this last, just before returning from the handler.
+ */
+void pcpm_signal_exit(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	atomic_signal_fence(memory_order_seq_cst);
+	if (--pcpm_sig_depth == 0)
+		memcpy(pcpm_tc.bins, parked, sizeof(parked));
 }

@@ -2,7 +2,7 @@
  * tcache.h - per-thread object caches: the allocation fast path (no lock, no atomic).
  *
  * Each thread has, per size class, a LIFO stack of free objects threaded through their
- * first word, refilled from and flushed to the kmem_cache in batches of PCPMALLOC_FBATCH
+ * first word (safe-linked: fl_encode in slab.h), refilled from and flushed to the kmem_cache in batches of PCPMALLOC_FBATCH
  * objects (15, or 31 on machines with more than 64 CPUs: the pagevec / folio_batch size,
  * kernel-pcp.md §8, §12.7).  `avail` counts the free room of a stack; it is 0 before the
  * thread's cache is set up and after it was torn down at thread exit, which sends both
@@ -24,6 +24,9 @@ enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
 
 struct tcache {
 	struct tcache_bin bins[NR_SIZE_CLASSES];
+	/* PCPMALLOC_SECURE: the slow paths' own stacks (the fast path never sees them; bins
+	 * stay empty), same layout; avail = room left of SECURE_CACHE_CAP */
+	struct tcache_bin sbins[NR_SIZE_CLASSES];
 	uint64_t malloc_calls, free_calls;
 	uint64_t refills, flushes, large_allocs;
 	int state;
@@ -31,7 +34,7 @@ struct tcache {
 };
 
 extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
-extern uintptr_t pcpm_free_key;
+extern uintptr_t pcpm_free_key PCPM_HIDDEN;
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
@@ -41,7 +44,7 @@ static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 	struct tcache_bin *b = &tc->bins[cls];
 	void *p = b->head;
 	if (likely(p)) {
-		b->head = *(void **)p;
+		b->head = fl_decode(p, "malloc");
 		b->avail++;
 		((uintptr_t *)p)[1] = 0;
 		tc->malloc_calls++;
@@ -58,8 +61,9 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->avail)) {
-		*(void **)p = b->head;
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		uintptr_t key = pcpm_free_key;
+		fl_store(p, b->head);
+		((uintptr_t *)p)[1] = key;
 		b->head = p;
 		b->avail--;
 		tc->free_calls++;
@@ -67,6 +71,33 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 	}
 	return false;
 }
+
+/*
+ * Signal handlers (see tcache.c): pcpm_sig_depth > 0 while this thread runs a handler that
+ * preload/ wrapped; the slow paths then take no lock they could wait for.  Enter/exit are
+ * async-signal-safe and nest; exit returns with every signal blocked (the handler's return
+ * restores the interrupted mask), so it must be the handler's last call.
+ */
+extern __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+void pcpm_signal_enter(void);
+void pcpm_signal_exit(void);
+
+/*
+ * The per-thread "inside allocator" flag of kernel-pcp.md §12.2, kept by the slow paths only
+ * (the fast paths run entirely in pcpmalloc's own code, which the signal wrapper recognises
+ * from the interrupted program counter).  A handler that interrupted neither runs the normal
+ * paths, and may leave with siglongjmp.  PCPM_INSIDE_BEGIN/END bracket a slow path.
+ */
+extern __thread int pcpm_inside __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+#define PCPM_INSIDE_BEGIN()                                                                        \
+	int pcpm_was_inside_ = pcpm_inside;                                                        \
+	pcpm_inside = 1;                                                                           \
+	atomic_signal_fence(memory_order_seq_cst)
+#define PCPM_INSIDE_END()                                                                          \
+	do {                                                                                       \
+		atomic_signal_fence(memory_order_seq_cst);                                         \
+		pcpm_inside = pcpm_was_inside_;                                                    \
+	} while (0)
 
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */

@@ -9,6 +9,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +34,10 @@ static void *vmstat_worker(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		struct timespec ts = { pcpm_cfg.decay_ms / 1000, (long)(pcpm_cfg.decay_ms % 1000) * 1000000L };
+		/* twice a period: each pcp still decays once per period (pcp_periodic checks), the
+		 * zone purge runs every half period (zone_maybe_purge) */
+		int ms = pcpm_cfg.decay_ms / 2 > 0 ? pcpm_cfg.decay_ms / 2 : 1;
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
 		pcp_periodic(pcpm_now_ms());
 		if (need_update())
@@ -66,7 +70,13 @@ void pcpm_vmstat_start(void)
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 64 << 10);
-		if (pthread_create(&t, &attr, vmstat_worker, NULL) != 0) {
+		/* the worker takes allocator locks: no program signal handler may run on it */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		int rc = pthread_create(&t, &attr, vmstat_worker, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (rc != 0) {
 			pcpm_vmstat_wanted = 0;
 			if (pcpm_cfg.verbose)
 				pcpm_warn("cannot start the decay thread; decay stays lazy");

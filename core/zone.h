@@ -37,6 +37,9 @@ struct zone {
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
 	_Atomic uint64_t last_purge_ms;
+	/* page runs freed by signal handlers (zone_free_run_nested), linked through lru.next:
+	 * the trylock_free_pages analogue, drained by the next zone_lock() holder */
+	_Atomic(struct page *) deferred;
 	/* counters, under lock */
 	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
 	uint64_t pgalloc_zone, pgfree_zone, purge_runs, purged_bytes, zone_grow;
@@ -76,6 +79,9 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order);
  */
 struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order);
 void zone_free_run(struct zone *z, struct page *pg, size_t npages);
+/* From a signal handler: never takes the lock; the run (npages in pg->npages) is pushed
+ * onto z->deferred and freed by the next zone_lock() holder. */
+void zone_free_run_nested(struct zone *z, struct page *pg);
 bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t new_pages);
 
 /* Frees [pg, pg + npages) as maximal aligned blocks with pg's flags.  Lock held. */

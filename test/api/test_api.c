@@ -922,6 +922,41 @@ static void test_free_sized(void)
 	}
 }
 
+/* Freed mappings above 4 MiB are cached; a larger request grows the cached one in place of a
+ * fresh mapping (mremap): a cache hit, every byte usable, and calloc's bytes zero. */
+static void test_huge_cache_grow(void)
+{
+	if (!tu_pcp.stat) {
+		printf("  huge cache: not running on pcpmalloc, skipped (debug mode)\n");
+		return;
+	}
+	const char *sec = getenv("PCPMALLOC_SECURE");
+	if (sec && strcmp(sec, "1") == 0) { /* test_api_secure: freed mappings are unmapped */
+		printf("  huge cache: PCPMALLOC_SECURE=1 caches no mapping, skipped\n");
+		return;
+	}
+	const size_t small = tu_opaque(6u << 20), big = tu_opaque(20u << 20);
+	for (int use_calloc = 0; use_calloc < 2; use_calloc++) {
+		malloc_trim(0); /* empties the cache: ours is the only entry below */
+		unsigned char *p = malloc(small);
+		CHECK(p != NULL);
+		memset(p, 0x5a, small);
+		free(p);
+		long long h0 = tu_pcp.stat("huge_cache_hits");
+		unsigned char *q = use_calloc ? calloc(1, big) : malloc(big);
+		CHECK(q != NULL);
+		CHECKF(tu_pcp.stat("huge_cache_hits") == h0 + 1, "%s(%zu) after free(%zu-byte block): no cache hit",
+		       use_calloc ? "calloc" : "malloc", big, small);
+		CHECK(malloc_usable_size(q) >= big);
+		if (use_calloc)
+			for (size_t i = 0; i < big; i += 512)
+				CHECKF(q[i] == 0, "calloc(%zu) from a grown mapping: byte %zu is %#x", big, i, q[i]);
+		memset(q, 0x33, big);
+		CHECK(q[big - 1] == 0x33);
+		free(q);
+	}
+}
+
 static void test_pcpmalloc_stats(void)
 {
 	if (!tu_pcp.stat) {
@@ -1020,6 +1055,7 @@ int main(void)
 		{"malloc_stats", test_malloc_stats},
 		{"free_sized", test_free_sized},
 		{"pcpmalloc stats", test_pcpmalloc_stats},
+		{"huge cache grows a cached mapping", test_huge_cache_grow},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {

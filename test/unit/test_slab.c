@@ -60,7 +60,7 @@ int main(void)
 			void *head;
 			unsigned got = slab_alloc_bulk(c, 31, &head, 0x5a5a);
 			CHECK(got > 0 && got <= 31);
-			for (void *o = head; o; o = *(void **)o) {
+			for (void *o = head; o; o = fl_decode(o, "test")) {
 				CHECK(n < N + 31);
 				objs[n++] = o;
 				got--;
@@ -90,7 +90,7 @@ int main(void)
 		uint64_t slabs = s->nr_slabs;
 		CHECK(slabs >= (uint64_t)(n + s->objects - 1) / s->objects);
 		for (int i = 0; i < n; i++) {
-			*(void **)objs[i] = NULL;
+			fl_store(objs[i], NULL);
 			slab_free_bulk(c, objs[i], 1);
 		}
 		/* empty slabs went back to the pcp beyond min_partial */

@@ -10,6 +10,7 @@
 #include "zone.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAXLIVE 2000
 struct blk {
@@ -156,6 +157,40 @@ int main(void)
 	size_t purged = zone_purge(z, 0, 0);
 	CHECK(purged > 0);
 	CHECK_EQ(zone_purge(z, 0, 0), 0);
+	/* a purged 4 MiB block gave back the descriptor pages after its head's (15 of 16) ... */
+	struct page *head = (struct page *)z->free_area[MAX_PAGE_ORDER].free_list[FREE_CLEAN].next;
+	size_t dpp = PAGE_SIZE / sizeof(struct page);
+	size_t ndesc = ((1UL << MAX_PAGE_ORDER) - dpp) * sizeof(struct page) / PAGE_SIZE;
+	unsigned char vec[64];
+	CHECK(ndesc <= sizeof(vec));
+	CHECK_EQ(mincore(head + dpp, ndesc * PAGE_SIZE, vec), 0);
+	size_t resident = 0;
+	for (size_t i = 0; i < ndesc; i++)
+		resident += vec[i] & 1;
+	CHECK_EQ(resident, 0);
+	/* ... and splitting purged blocks again (descriptors read back as zero) keeps every
+	 * invariant: all orders, then everything freed and merged back */
+	for (int step = 0; step < 3000; step++) {
+		unsigned long long r = rnd(&seed);
+		if (nlive > 0 && (nlive == MAXLIVE || r % 100 < 40)) {
+			free_live(z, (int)((r >> 8) % (unsigned)nlive));
+			continue;
+		}
+		unsigned o = (unsigned)((r >> 16) % (MAX_PAGE_ORDER + 1));
+		struct page *pg = zone_alloc_pages(z, o);
+		CHECK(pg);
+		CHECK_EQ(page_pfn(pg) & ((1UL << o) - 1), 0);
+		pg->flags |= PG_DIRTY;
+		mark(pg, 1UL << o, 1);
+		live_pages += 1UL << o;
+		live[nlive++] = (struct blk){ pg, 1UL << o, 0, o };
+		if (step % 53 == 0)
+			check_invariants(z);
+	}
+	while (nlive)
+		free_live(z, nlive - 1);
+	check_invariants(z);
+	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free << MAX_PAGE_ORDER, z->managed_pages);
 	printf("zone: %zu pages managed, %zu bytes purged, %llu grows\n", z->managed_pages, purged,
 	       (unsigned long long)z->zone_grow);
 	return 0;
