@@ -11,18 +11,18 @@
 #include <string.h>
 #include <sys/resource.h>
 
-struct arena pcpm_arena0;
-struct arena *pcpm_arenas[MAX_ARENAS];
-_Atomic int pcpm_nr_arenas;
+struct arena pcpm_arena0 PCPM_HOT;
+struct arena *pcpm_arenas[MAX_ARENAS] PCPM_HOT;
+_Atomic int pcpm_nr_arenas PCPM_HOT;
 
 /* Radix map: 47-bit user addresses, 4 MiB granules -> 2^25 entries in 2^12 leaves of 2^13. */
 #define GRANULE_SHIFT 22
 #define LEAF_BITS 13
 #define ROOT_BITS (47 - GRANULE_SHIFT - LEAF_BITS)
 static _Atomic(struct region *_Atomic *) map_root[1 << ROOT_BITS];
-static pcpm_lock_t map_lock = PCPM_LOCK_INIT;
-static pcpm_lock_t meta_lock = PCPM_LOCK_INIT;
-static struct region *region_free_list;
+static pcpm_lock_t map_lock PCPM_HOT = PCPM_LOCK_INIT;
+static pcpm_lock_t meta_lock PCPM_HOT = PCPM_LOCK_INIT;
+static struct region *region_free_list PCPM_HOT;
 
 struct region *pcpm_region_of(const void *p)
 {
@@ -47,8 +47,12 @@ static bool map_update(const void *base, size_t len, struct region *r, bool publ
 		return false; /* past the user address space (a growth in place that cannot be) */
 	pcpm_lock(&map_lock);
 	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
-		struct region *_Atomic *leaf =
-			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
+		/* A compare-exchange of NULL with NULL reads the root entry with a write: the
+		 * first touch of this page of map_root (zero-filled .bss) faults once, for
+		 * writing, instead of once to read the zero page and again to copy it. */
+		struct region *_Atomic *leaf = NULL;
+		atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &leaf, NULL,
+							memory_order_relaxed, memory_order_relaxed);
 		if (!leaf) {
 			if (publish && !r)
 				continue; /* nothing to clear */
@@ -77,7 +81,7 @@ bool pcpm_map_set(const void *base, size_t len, struct region *r)
 	return map_update(base, len, r, true);
 }
 
-static char *meta_cur, *meta_end;
+static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
 
 /* pcpm_meta_alloc for signal handlers: trylock, and only from the current chunk. */
 static void *meta_alloc_try(size_t len)
@@ -160,7 +164,19 @@ size_t pcpm_arena_reserve_bytes(void)
 	return want;
 }
 
+/* Zones grow under their own locks: arena creation is serialised here (index, table). */
+static pcpm_lock_t create_lock PCPM_HOT = PCPM_LOCK_INIT;
+static struct arena *arena_create_locked(size_t min_bytes);
+
 struct arena *pcpm_arena_create(size_t min_bytes)
+{
+	pcpm_lock(&create_lock);
+	struct arena *a = arena_create_locked(min_bytes);
+	pcpm_unlock(&create_lock);
+	return a;
+}
+
+static struct arena *arena_create_locked(size_t min_bytes)
 {
 	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
 	/* memcheck mode: slot 0 (pcpm_arena0, the arena the free fast path knows) stays empty,
@@ -198,6 +214,7 @@ struct arena *pcpm_arena_create(size_t min_bytes)
 		a->desc = desc;
 		a->reserved = want;
 		a->idx = n;
+		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
 		r->kind = REGION_ARENA;
 		r->a = a;
@@ -304,6 +321,7 @@ void pcpm_region_free(struct region *r)
 
 void pcpm_arena_lock_all(void)
 {
+	pcpm_lock(&create_lock);
 	pcpm_lock(&map_lock);
 	pcpm_lock(&meta_lock);
 }
@@ -312,10 +330,12 @@ void pcpm_arena_unlock_all(void)
 {
 	pcpm_unlock(&meta_lock);
 	pcpm_unlock(&map_lock);
+	pcpm_unlock(&create_lock);
 }
 
 void pcpm_arena_reset_locks(void)
 {
 	pcpm_lock_reset(&meta_lock);
 	pcpm_lock_reset(&map_lock);
+	pcpm_lock_reset(&create_lock);
 }

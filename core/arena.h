@@ -100,6 +100,7 @@ struct arena {
 	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
 	size_t reserved;	  /* bytes reserved */
 	int idx;		  /* position in pcpm_arenas */
+	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
 	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed */
 };
 

@@ -16,6 +16,7 @@
 enum { STATS_OFF = 0, STATS_TEXT = 1, STATS_JSON = 2 };
 enum { DECAY_MAINLINE = 0, DECAY_COUNT_MIN = 1 };
 enum { CPU_RSEQ = 0, CPU_GETCPU = 1, CPU_TID = 2 };
+enum { NUMA_BIND_PREFERRED = 0, NUMA_BIND_STRICT = 1, NUMA_BIND_OFF = 2 };
 enum { AUTO = -1 };
 
 struct pcpm_config {
@@ -50,6 +51,7 @@ struct pcpm_config {
 	const char *topology_xml;	/* PCPMALLOC_TOPOLOGY_XML: hwloc XML file of a fake machine */
 	const char *topology_synthetic; /* PCPMALLOC_TOPOLOGY_SYNTHETIC: hwloc synthetic description */
 	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
+	int numa_bind;		/* PCPMALLOC_NUMA_BIND: preferred | bind | off (NUMA_BIND_*) */
 	int valgrind;		/* PCPMALLOC_VALGRIND: AUTO (memcheck detected) | 0 | 1 */
 };
 

@@ -18,9 +18,9 @@
 
 static void huge_cache_decay(uint64_t now);
 
-static pcpm_lock_t init_lock = PCPM_LOCK_INIT;
+static pcpm_lock_t init_lock PCPM_HOT = PCPM_LOCK_INIT;
 static uintptr_t huge_base_mask; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
-static _Atomic int init_done;
+static _Atomic int init_done PCPM_HOT;
 
 /*
  * PCPMALLOC_VERBOSE=1: the configuration in force, as one block written with one write(2)
@@ -558,7 +558,7 @@ static void large_free_pages(struct page *pg, size_t np)
 		pcp_free(pg, (unsigned)ilog2_ceil(np));
 		return;
 	}
-	zone_free_run(&pcpm_zone, pg, np);
+	zone_free_run(page_zone(pg), pg, np);
 }
 
 static void large_free(struct page *pg)
@@ -578,7 +578,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 				large_secure_release(p, pg, call);
 			if (unlikely(pcpm_sig_depth)) {
 				pg->state = PG_NONE;
-				zone_free_run_nested(&pcpm_zone, pg);
+				zone_free_run_nested(page_zone(pg), pg);
 				return;
 			}
 			large_free(pg);
@@ -847,11 +847,11 @@ static void *__realloc(void *p, size_t size)
 					struct page *tail = pg + nnp;
 					tail->flags = pg->flags;
 					tail->arena = pg->arena;
-					zone_free_run(&pcpm_zone, tail, np - nnp);
+					zone_free_run(page_zone(pg), tail, np - nnp);
 				}
 				return p;
 			}
-			if (zone_extend_run(&pcpm_zone, pg, np, nnp)) {
+			if (zone_extend_run(page_zone(pg), pg, np, nnp)) {
 				pg->npages = (uint32_t)nnp;
 				return p;
 			}
@@ -1015,9 +1015,12 @@ int pcpm_trim(size_t pad)
 	pcp_drain_all();
 	huge_drain_deferred();
 	huge_cache_drain();
-	int r = zone_purge(&pcpm_zone, 0, 0) > 0;
+	size_t purged = 0;
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++)
+		purged += zone_purge(&pcpm_zones[n], 0, 0);
 	PCPM_INSIDE_END();
-	return r;
+	return purged > 0;
 }
 
 void pcpm_mallinfo(struct pcpm_mallinfo *mi)
@@ -1025,15 +1028,19 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	memset(mi, 0, sizeof(*mi));
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
-	struct zone *z = &pcpm_zone;
-	size_t cached = 0; /* pages parked on the pcps are free too */
-	for (int i = 0; i < pcpm_nr_cpus; i++)
-		cached += (size_t)pcpm_pcp[i].count;
-	size_t managed = z->managed_pages << PAGE_SHIFT;
-	size_t freeb = MIN((z->free_pages + cached) << PAGE_SHIFT, managed);
-	size_t nfree = 0;
-	for (int o = 0; o < NR_PAGE_ORDERS; o++)
-		nfree += z->free_area[o].nr_free;
+	size_t cached = 0, managed = 0, freep = 0, nfree = 0;
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		uint64_t refills, refill_pages, count; /* pages parked on the pcps are free too */
+		pcp_zone_stats(z, &refills, &refill_pages, &count);
+		cached += count;
+		managed += z->managed_pages << PAGE_SHIFT;
+		freep += z->free_pages;
+		for (int o = 0; o < NR_PAGE_ORDERS; o++)
+			nfree += z->free_area[o].nr_free;
+	}
+	size_t freeb = MIN((freep + cached) << PAGE_SHIFT, managed);
 	mi->arena = managed;
 	mi->ordblks = nfree;
 	mi->fordblks = freeb;
@@ -1051,10 +1058,30 @@ void pcpm_huge_stats_add(struct pcpm_stats *s)
 }
 
 /*
- * fork: take every lock in the allocator's lock order (init, kmem_caches, pcps, zone,
- * huge, map/meta, tcache registry) so the child gets consistent data; the child then
- * resets the locks instead of unlocking (its owners do not exist there).
+ * fork: take every lock in the allocator's lock order (init, kmem_caches, zone bring-up,
+ * the pcps of every zone, every zone in node order, huge, arena/map/meta, tcache registry)
+ * so the child gets consistent data; the child then resets the locks instead of unlocking
+ * (their owners do not exist there).  The pcps come before the zones because a pcp holder
+ * takes its zone's lock (rmqueue_bulk, free_pcppages_bulk); no path holds two zone locks.
  */
+static void zones_lock_all(void)
+{
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = 0; n < nr; n++)
+		pcpm_lock(&pcpm_zones[n].lock);
+}
+
+static void zones_unlock_all(bool reset)
+{
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = nr - 1; n >= 0; n--) {
+		if (reset)
+			pcpm_lock_reset(&pcpm_zones[n].lock);
+		else
+			pcpm_unlock(&pcpm_zones[n].lock);
+	}
+}
+
 /* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
 static __thread int fork_was_inside;
 
@@ -1068,8 +1095,9 @@ void pcpm_fork_prepare(void)
 	pcpm_lock(&init_lock);
 	pcpm_vg_fork_prepare();
 	slab_lock_all();
+	pcpm_lock(&pcpm_zones_lock);
 	pcp_lock_all();
-	pcpm_lock(&pcpm_zone.lock);
+	zones_lock_all();
 	pcpm_lock(&huge_lock);
 	pcpm_arena_lock_all();
 	tcache_lock_registry();
@@ -1082,8 +1110,9 @@ void pcpm_fork_parent(void)
 	tcache_unlock_registry();
 	pcpm_arena_unlock_all();
 	pcpm_unlock(&huge_lock);
-	pcpm_unlock(&pcpm_zone.lock);
+	zones_unlock_all(false);
 	pcp_unlock_all();
+	pcpm_unlock(&pcpm_zones_lock);
 	slab_unlock_all();
 	pcpm_vg_fork_parent();
 	pcpm_unlock(&init_lock);
@@ -1097,10 +1126,12 @@ void pcpm_fork_child(void)
 		return;
 	tcache_fork_child();
 	pcpm_vmstat_fork_child();
+	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();
 	pcpm_lock_reset(&huge_lock);
-	pcpm_lock_reset(&pcpm_zone.lock);
+	zones_unlock_all(true);
 	pcp_reset_locks();
+	pcpm_lock_reset(&pcpm_zones_lock);
 	slab_reset_locks();
 	pcpm_vg_fork_child();
 	pcpm_lock_reset(&init_lock);

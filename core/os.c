@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/mempolicy.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,20 @@ bool pcpm_os_purge(void *p, size_t len)
 
 int pcpm_purge_errno;
 
+int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict)
+{
+	/* nodemask: one bit per node, 1024 nodes (CONFIG_NODES_SHIFT 10, the largest x86 one) */
+	unsigned long mask[1024 / (8 * sizeof(unsigned long))] = { 0 };
+	if (os_node < 0 || os_node >= 1024) {
+		errno = EINVAL;
+		return -1;
+	}
+	mask[os_node / (8 * sizeof(unsigned long))] = 1UL << (os_node % (8 * sizeof(unsigned long)));
+	long r = syscall(SYS_mbind, p, len, strict ? MPOL_BIND : MPOL_PREFERRED, mask,
+			 (unsigned long)(8 * sizeof(mask)), 0UL);
+	return r == 0 ? 0 : -1;
+}
+
 uint64_t pcpm_now_ms(void)
 {
 	struct timespec ts;
@@ -181,6 +196,32 @@ const char *pcpm_getenv(const char *name)
 	for (; *e; e++)
 		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
 			return *e + n + 1;
+	return NULL;
+}
+
+size_t pcpm_env_prefixed(const char *prefix, const char **out, size_t max)
+{
+	size_t n = 0, plen = strlen(prefix);
+	char **e = environ;
+	if (!e)
+		return 0;
+	for (; *e; e++) {
+		/* first byte inline: most entries differ there and cost no call */
+		if ((*e)[0] != prefix[0] || strncmp(*e, prefix, plen) != 0)
+			continue;
+		if (n < max)
+			out[n] = *e;
+		n++;
+	}
+	return n;
+}
+
+const char *pcpm_env_find(const char *const *entries, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(entries[i], name, len) == 0 && entries[i][len] == '=')
+			return entries[i] + len + 1;
 	return NULL;
 }
 

@@ -15,13 +15,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct per_cpu_pages *pcpm_pcp;
+struct per_cpu_pages *pcpm_pcp PCPM_HOT;
+_Atomic uint8_t *pcpm_cpu_node PCPM_HOT;
 
 /* glibc >= 2.35 registers an rseq area per thread; cpu_id sits at offset 4 of it. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
 extern const unsigned int __rseq_size __attribute__((weak));
-static ptrdiff_t rseq_cpu_off;
-static bool use_rseq;
+static ptrdiff_t rseq_cpu_off PCPM_HOT;
+static bool use_rseq PCPM_HOT;
 
 static inline char *thread_pointer(void)
 {
@@ -57,13 +58,13 @@ unsigned pcp_cpu(void)
  * "pcpmalloc's choices"), with the PCPMALLOC_* overrides.  The batch formula sees at least
  * 1 GiB (the floor of §12.4) so that a young, small heap does not end up with batch == 1:
  * min(262144 >> 12, 64) = 64 -> 63 pages.  (§12.4 says 256 MiB, but that gives 15.) */
-static void size_cpu(int cpu, struct pcpm_size_out *out)
+static void size_cpu(struct zone *z, int cpu, struct pcpm_size_out *out)
 {
 	const struct pcpm_cpu_cache *cc = pcpm_cpu_cache(cpu);
 	struct pcpm_size_in in = {
 		.l2_share_bytes = cc->l2_share_bytes,
 		.slice_bytes = pcpm_cfg.cache_slice != AUTO ? (size_t)pcpm_cfg.cache_slice : cc->slice_bytes,
-		.heap_pages = pcpm_zone.managed_pages,
+		.heap_pages = z->managed_pages,
 		.split = cc->node_cpus,
 		.policy = pcpm_cfg.high_policy,
 		.batch = pcpm_cfg.batch,
@@ -86,26 +87,38 @@ static void set_sizes(struct per_cpu_pages *pcp, const struct pcpm_size_out *sz)
 		pcp->flags &= ~PCPF_FREE_HIGH_BATCH;
 }
 
-bool pcpm_pcp_init(void)
+/* setup_zone_pageset(): a zone's pcps, one per CPU slot; NULL when out of memory. */
+static struct per_cpu_pages *zone_pageset_alloc(struct zone *z)
 {
 	size_t n = (size_t)pcpm_nr_cpus;
 	/* metadata is 64-byte aligned; the pagesets want their own 256 bytes each (no false
 	 * sharing with a neighbour's adjacent-line prefetch), so align the array up */
 	char *raw = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages) + 255);
-	pcpm_pcp = raw ? (struct per_cpu_pages *)ALIGN_UP((uintptr_t)raw, 256) : NULL;
-	if (!pcpm_pcp)
-		return false;
+	if (!raw)
+		return NULL;
+	struct per_cpu_pages *set = (struct per_cpu_pages *)ALIGN_UP((uintptr_t)raw, 256);
 	uint64_t now = pcpm_now_ms();
 	for (size_t i = 0; i < n; i++) {
-		struct per_cpu_pages *pcp = &pcpm_pcp[i];
+		struct per_cpu_pages *pcp = &set[i];
 		struct pcpm_size_out sz;
-		size_cpu((int)i, &sz);
+		size_cpu(z, (int)i, &sz);
 		set_sizes(pcp, &sz);
 		pcp->high = pcp->high_min;
 		pcp->last_decay_ms = now;
 		for (int o = 0; o < NR_PCP_LISTS; o++)
 			list_init(&pcp->lists[o]);
 	}
+	return set;
+}
+
+bool pcpm_pcp_init(void)
+{
+	size_t n = (size_t)pcpm_nr_cpus;
+	pcpm_pcp = zone_pageset_alloc(&pcpm_zone);
+	pcpm_cpu_node = pcpm_meta_alloc(n); /* zeroed: every CPU on node 0 until discovery */
+	if (!pcpm_pcp || !pcpm_cpu_node)
+		return false;
+	pcpm_zone.per_cpu_pageset = pcpm_pcp;
 	if (pcpm_cfg.cpu_source == CPU_RSEQ && &__rseq_size && &__rseq_offset && __rseq_size >= 8) {
 		rseq_cpu_off = __rseq_offset + 4;
 		use_rseq = true;
@@ -122,14 +135,51 @@ bool pcp_uses_rseq(void)
  * pulled into [high_min, high_max] by the next clamp_high().  Takes no other lock. */
 void pcpm_pcp_resize(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *pcp = &pcpm_pcp[i];
-		struct pcpm_size_out sz;
-		size_cpu(i, &sz);
-		pcpm_lock(&pcp->lock);
-		set_sizes(pcp, &sz);
-		pcpm_unlock(&pcp->lock);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		for (int i = 0; i < pcpm_nr_cpus; i++) {
+			struct per_cpu_pages *pcp = zone_pcp(z, (unsigned)i);
+			struct pcpm_size_out sz;
+			size_cpu(z, i, &sz);
+			pcpm_lock(&pcp->lock);
+			set_sizes(pcp, &sz);
+			pcpm_unlock(&pcp->lock);
+		}
 	}
+}
+
+int pcpm_numa_setup(int nr_nodes, const int *cpu_node, const int *os_node, int bind)
+{
+	if (nr_nodes < 1 || nr_nodes > MAX_NUMNODES)
+		return -1;
+	pcpm_lock(&pcpm_zones_lock);
+	int old = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = old; n < nr_nodes; n++) {
+		struct zone *z = &pcpm_zones[n];
+		pcpm_zone_init(z);
+		z->per_cpu_pageset = zone_pageset_alloc(z);
+		if (!z->per_cpu_pageset) {
+			pcpm_unlock(&pcpm_zones_lock);
+			return -1;
+		}
+	}
+	/* identity first, then the count that publishes the zones, then the CPUs' nodes */
+	for (int n = 0; n < nr_nodes; n++) {
+		struct zone *z = &pcpm_zones[n];
+		pcpm_lock(&z->lock);
+		z->os_node = os_node ? os_node[n] : n;
+		z->bind = nr_nodes >= 2 ? bind : -1;
+		pcpm_unlock(&z->lock);
+	}
+	if (nr_nodes > old)
+		atomic_store_explicit(&pcpm_nr_zones, nr_nodes, memory_order_release);
+	for (int c = 0; c < pcpm_nr_cpus; c++) {
+		int nid = cpu_node[c] >= 0 && cpu_node[c] < nr_nodes ? cpu_node[c] : 0;
+		atomic_store_explicit(&pcpm_cpu_node[c], (uint8_t)nid, memory_order_relaxed);
+	}
+	pcpm_unlock(&pcpm_zones_lock);
+	return 0;
 }
 
 static inline int clamp_high(struct per_cpu_pages *pcp)
@@ -169,9 +219,9 @@ static int nr_pcp_alloc(struct per_cpu_pages *pcp, unsigned order)
  * free_pcppages_bulk(): give up to count pages back to the zone under one zone-lock hold,
  * coldest first (list tails), starting with the list that triggered the drain.
  */
-static void free_pcppages_bulk(struct per_cpu_pages *pcp, int count, unsigned pindex)
+static void free_pcppages_bulk(struct zone *z, struct per_cpu_pages *pcp, int count,
+			       unsigned pindex)
 {
-	struct zone *z = &pcpm_zone;
 	uint64_t now = pcpm_now_ms();
 	count = MIN(count, pcp->count);
 	if (count <= 0)
@@ -197,17 +247,17 @@ static void free_pcppages_bulk(struct per_cpu_pages *pcp, int count, unsigned pi
 }
 
 /* Drains in chunks of batch pages, one zone-lock hold each ([new] mainline behaviour). */
-static void drain_chunked(struct per_cpu_pages *pcp, int to_free, unsigned pindex)
+static void drain_chunked(struct zone *z, struct per_cpu_pages *pcp, int to_free, unsigned pindex)
 {
 	while (to_free > 0 && pcp->count > 0) {
 		int chunk = MIN(to_free, pcp->batch);
-		free_pcppages_bulk(pcp, chunk, pindex);
+		free_pcppages_bulk(z, pcp, chunk, pindex);
 		to_free -= chunk;
 	}
 }
 
 /* decay_pcp_high(): shrink high towards high_min once per period and drain the excess. */
-static void decay_pcp_high(struct per_cpu_pages *pcp, uint64_t now)
+static void decay_pcp_high(struct zone *z, struct per_cpu_pages *pcp, uint64_t now)
 {
 	pcp->last_decay_ms = now;
 	pcp->decay_runs++;
@@ -224,37 +274,59 @@ static void decay_pcp_high(struct per_cpu_pages *pcp, uint64_t now)
 		pcp->high = nh;
 	}
 	pcp->count_min = pcp->count;
-	drain_chunked(pcp, pcp->count - pcp->high, 0);
+	drain_chunked(z, pcp, pcp->count - pcp->high, 0);
 }
 
-void (*pcpm_periodic_hook)(uint64_t now_ms);
+/*
+ * Remote pageset expiry (§5.3, refresh_cpu_vm_stats + drain_zone_pages): a CPU's pcp of a
+ * zone on another node holds pages it freed there; after 3 periods without use it gives back
+ * min(count, batch) pages per period, so remote pages do not sit on a CPU that will not
+ * allocate them.  A local pcp never expires.  pcp lock held.
+ */
+static void expire_remote_pcp(struct zone *z, struct per_cpu_pages *pcp, unsigned cpu)
+{
+	if (!pcp->count || z->node == pcp_cpu_node(cpu)) {
+		pcp->expire = 0;
+		return;
+	}
+	if (pcp->expire && --pcp->expire)
+		return;
+	drain_chunked(z, pcp, MIN(pcp->count, pcp->batch), 0);
+}
 
 void (*pcpm_periodic_hook)(uint64_t now_ms);
 
 void pcp_periodic(uint64_t now)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *pcp = &pcpm_pcp[i];
-		if (now - pcp->last_decay_ms < (uint64_t)pcpm_cfg.decay_ms)
-			continue;
-		if (!pcpm_trylock(&pcp->lock))
-			continue;
-		if (now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms)
-			decay_pcp_high(pcp, now);
-		pcpm_unlock(&pcp->lock);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		for (int i = 0; i < pcpm_nr_cpus; i++) {
+			struct per_cpu_pages *pcp = zone_pcp(z, (unsigned)i);
+			if (now - pcp->last_decay_ms < (uint64_t)pcpm_cfg.decay_ms)
+				continue;
+			if (!pcpm_trylock(&pcp->lock))
+				continue;
+			if (now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms) {
+				decay_pcp_high(z, pcp, now);
+				if (nr > 1)
+					expire_remote_pcp(z, pcp, (unsigned)i);
+			}
+			pcpm_unlock(&pcp->lock);
+		}
+		zone_maybe_purge(z, now);
 	}
-	zone_maybe_purge(&pcpm_zone, now);
 	pcpm_topology_tick();
 	if (pcpm_periodic_hook)
 		pcpm_periodic_hook(now);
 }
 
 /* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */
-static inline void maybe_periodic(struct per_cpu_pages *pcp)
+static inline void maybe_periodic(struct zone *z, struct per_cpu_pages *pcp)
 {
 	uint64_t now = pcpm_now_ms();
 	if (unlikely(now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms)) {
-		decay_pcp_high(pcp, now);
+		decay_pcp_high(z, pcp, now);
 		pcpm_unlock(&pcp->lock);
 		pcp_periodic(now);
 		return;
@@ -262,12 +334,13 @@ static inline void maybe_periodic(struct per_cpu_pages *pcp)
 	pcpm_unlock(&pcp->lock);
 }
 
-struct page *pcp_alloc(unsigned order)
+/* rmqueue() on one zone: through this CPU's pcp of z for orders 0..3; NULL when z is
+ * exhausted. */
+static struct page *rmqueue(struct zone *z, unsigned cpu, unsigned order)
 {
-	struct zone *z = &pcpm_zone;
 	if (order > PAGE_ALLOC_COSTLY_ORDER)
 		return zone_alloc_pages(z, order);
-	struct per_cpu_pages *pcp = &pcpm_pcp[pcp_cpu()];
+	struct per_cpu_pages *pcp = zone_pcp(z, cpu);
 	if (unlikely(!pcpm_trylock(&pcp->lock))) {
 		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);
 		return zone_alloc_pages(z, order);
@@ -295,11 +368,38 @@ struct page *pcp_alloc(unsigned order)
 	if (pcp->count < pcp->count_min)
 		pcp->count_min = pcp->count;
 	pcp->pgalloc_pcp += 1UL << order;
+	pcp->expire = 3; /* in use: a remote pcp starts its expiry countdown again */
 	if (slow)
-		maybe_periodic(pcp);
+		maybe_periodic(z, pcp);
 	else
 		pcpm_unlock(&pcp->lock);
 	return pg;
+}
+
+/*
+ * get_page_from_freelist(): this CPU's node's zone first, then the others in zonelist order,
+ * as the kernel falls back when a node's zone is below its watermark.  Every CPU starts on
+ * node 0 (the only zone) and learns its node when the topology is discovered.
+ */
+struct page *pcp_alloc(unsigned order)
+{
+	unsigned cpu = pcp_cpu();
+	int nid = pcp_cpu_node(cpu);
+	struct page *pg = rmqueue(&pcpm_zones[nid], cpu, order);
+	if (likely(pg))
+		return pg;
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int i = 1; i < nr; i++) {
+		struct zone *z = zonelist_zone(nid, i, nr);
+		pg = rmqueue(z, cpu, order);
+		if (pg) {
+			atomic_fetch_add_explicit(&z->numa_miss, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&pcpm_zones[nid].numa_foreign, 1,
+						  memory_order_relaxed);
+			return pg;
+		}
+	}
+	return NULL;
 }
 
 /* nr_pcp_high(): the high this free is measured against; tunes high on the way (§4.5). */
@@ -336,15 +436,17 @@ static int nr_pcp_free(struct per_cpu_pages *pcp, int batch, int high, bool free
 	return MAX(MIN(n, high - batch), 1);
 }
 
+/* free_frozen_pages(): into this CPU's pcp of the block's own zone (arena -> node), local
+ * or remote, so a page always goes back to the zone it came from. */
 void pcp_free(struct page *pg, unsigned order)
 {
-	struct zone *z = &pcpm_zone;
+	struct zone *z = page_zone(pg);
 	pg->flags |= PG_DIRTY;
 	if (order > PAGE_ALLOC_COSTLY_ORDER) {
 		zone_free_pages(z, pg, order);
 		return;
 	}
-	struct per_cpu_pages *pcp = &pcpm_pcp[pcp_cpu()];
+	struct per_cpu_pages *pcp = zone_pcp(z, pcp_cpu());
 	if (unlikely(!pcpm_trylock(&pcp->lock))) {
 		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);
 		zone_free_pages(z, pg, order);
@@ -357,6 +459,7 @@ void pcp_free(struct page *pg, unsigned order)
 	list_add(&pg->lru, &pcp->lists[order]);
 	pcp->count += 1 << order;
 	pcp->pgfree_pcp += 1UL << order;
+	pcp->expire = 3;
 	int batch = pcp->batch;
 	bool free_high = false;
 	if (order >= 1) {
@@ -379,27 +482,44 @@ void pcp_free(struct page *pg, unsigned order)
 	int to_free = nr_pcp_free(pcp, batch, high, free_high);
 	if (free_high)
 		pcp->free_high_drains++;
-	drain_chunked(pcp, to_free, order);
-	maybe_periodic(pcp);
+	drain_chunked(z, pcp, to_free, order);
+	maybe_periodic(z, pcp);
 }
 
 /* drain_pages_zone() for every CPU, taking each pcp lock unconditionally (remote drain). */
 void pcp_drain_all(void)
 {
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		for (int i = 0; i < pcpm_nr_cpus; i++) {
+			struct per_cpu_pages *pcp = zone_pcp(z, (unsigned)i);
+			if (!pcp->count)
+				continue;
+			pcpm_lock(&pcp->lock);
+			drain_chunked(z, pcp, pcp->count, 0);
+			pcpm_unlock(&pcp->lock);
+		}
+	}
+}
+
+void pcp_zone_stats(struct zone *z, uint64_t *refills, uint64_t *refill_pages, uint64_t *count)
+{
+	*refills = *refill_pages = *count = 0;
 	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *pcp = &pcpm_pcp[i];
-		if (!pcp->count)
-			continue;
-		pcpm_lock(&pcp->lock);
-		drain_chunked(pcp, pcp->count, 0);
-		pcpm_unlock(&pcp->lock);
+		struct per_cpu_pages *p = zone_pcp(z, (unsigned)i);
+		*refills += p->refills;
+		*refill_pages += p->refill_pages;
+		*count += (uint64_t)p->count;
 	}
 }
 
 void pcp_stats_add(struct pcpm_stats *s)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *p = &pcpm_pcp[i];
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int i = 0; i < nr * pcpm_nr_cpus; i++) {
+		struct per_cpu_pages *p = zone_pcp(&pcpm_zones[i / pcpm_nr_cpus],
+						   (unsigned)(i % pcpm_nr_cpus));
 		s->pgalloc_pcp += p->pgalloc_pcp;
 		s->pgfree_pcp += p->pgfree_pcp;
 		s->refills += p->refills;
@@ -414,20 +534,28 @@ void pcp_stats_add(struct pcpm_stats *s)
 	}
 }
 
+/* fork: every pcp of every zone, zone by zone, then (the caller) every zone lock; the zone
+ * count cannot change meanwhile, the caller holds pcpm_zones_lock. */
 void pcp_lock_all(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++)
-		pcpm_lock(&pcpm_pcp[i].lock);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = 0; n < nr; n++)
+		for (int i = 0; i < pcpm_nr_cpus; i++)
+			pcpm_lock(&zone_pcp(&pcpm_zones[n], (unsigned)i)->lock);
 }
 
 void pcp_unlock_all(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++)
-		pcpm_unlock(&pcpm_pcp[i].lock);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = 0; n < nr; n++)
+		for (int i = 0; i < pcpm_nr_cpus; i++)
+			pcpm_unlock(&zone_pcp(&pcpm_zones[n], (unsigned)i)->lock);
 }
 
 void pcp_reset_locks(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++)
-		pcpm_lock_reset(&pcpm_pcp[i].lock);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = 0; n < nr; n++)
+		for (int i = 0; i < pcpm_nr_cpus; i++)
+			pcpm_lock_reset(&zone_pcp(&pcpm_zones[n], (unsigned)i)->lock);
 }

@@ -34,6 +34,7 @@ struct per_cpu_pages {
 	int count_min;	  /* lowest count since the last decay (count_min mode) */
 	uint8_t flags;	  /* PCPF_* */
 	uint8_t alloc_factor; /* refill = batch << alloc_factor (halved by each free) */
+	uint8_t expire;	  /* remote-node pcp: periods left before it drains (§5.3); 3 on use */
 	uint64_t last_decay_ms;
 	struct list_head lists[NR_PCP_LISTS];
 	/* counters */
@@ -42,11 +43,50 @@ struct per_cpu_pages {
 	_Atomic uint64_t lock_contended; /* trylock failures: counted without the lock */
 } __attribute__((aligned(256)));
 
+/*
+ * Every zone has a pcp per CPU slot (z->per_cpu_pageset[cpu]): pcp[zone][cpu] as in the
+ * kernel.  A CPU allocates through its own node's pcp (falling back along the zonelist) and
+ * frees a block into the pcp of the block's zone, so a page always goes back to the zone it
+ * came from; a CPU's pcp of a remote zone is drained by expiry (§5.3).
+ * pcpm_pcp is node 0's array (the only one on a single-node machine).
+ */
 extern struct per_cpu_pages *pcpm_pcp;
+static inline struct per_cpu_pages *zone_pcp(struct zone *z, unsigned cpu)
+{
+	return &z->per_cpu_pageset[cpu];
+}
 
-/* Sizes the pcps from the topology and allocates them; once, at init. */
-/* Sets up every CPU's pageset; false when their metadata cannot be mapped (init retries). */
+/*
+ * Node of each CPU slot (cpu_to_node): 0 for every CPU until the topology is discovered.
+ * Written by pcpm_numa_setup (a byte per CPU, relaxed: a CPU that still reads its old node
+ * only allocates from the wrong zone for a moment), read on the pcp slow paths.
+ */
+extern _Atomic uint8_t *pcpm_cpu_node;
+static inline int pcp_cpu_node(unsigned cpu)
+{
+	int nid = atomic_load_explicit(&pcpm_cpu_node[cpu], memory_order_relaxed);
+	return nid < atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire) ? nid : 0;
+}
+
+/* Sizes the pcps from the topology and allocates node 0's; once, at init.  False when their
+ * metadata cannot be mapped (out of memory: init fails with ENOMEM and is retried later). */
 bool pcpm_pcp_init(void);
+
+/*
+ * Brings up one zone per NUMA node: zones 1..nr_nodes-1 get their pcps (sized like node 0's),
+ * each CPU slot its node (cpu_node[cpu], 0..nr_nodes-1), each zone its kernel node number
+ * (os_node[node]) and mbind policy for its future arenas (bind: NUMA_BIND_*, or -1 for none).
+ * Called by topology discovery with no allocator lock held; zones are never taken down, so a
+ * second call may only add nodes.  Returns 0, or -1 when nr_nodes exceeds MAX_NUMNODES or
+ * metadata memory runs out (nothing changed then).
+ */
+int pcpm_numa_setup(int nr_nodes, const int *cpu_node, const int *os_node, int bind);
+
+/* Zones in the order a CPU of node nid tries them (its zonelist): nid, nid+1, ... */
+static inline struct zone *zonelist_zone(int nid, int i, int nr)
+{
+	return &pcpm_zones[(nid + i) % nr];
+}
 
 /* pageset_update() for every CPU: recompute the sizes from the topology (after discovery).
  * Takes each pcp lock in turn; call with no allocator lock held. */
@@ -69,12 +109,14 @@ void pcp_free(struct page *pg, unsigned order);
 /* drain_all_pages(): empty every pcp into the zone (malloc_trim, allocation failure). */
 void pcp_drain_all(void);
 
-/* Periodic work (decay_pcp_high on every pcp whose period passed, zone purge, and the
- * hook the layer above registers: the huge-mapping cache's decay). */
+/* Periodic work (decay_pcp_high on every pcp whose period passed, remote-pcp expiry, zone
+ * purge, and the hook the layer above registers: the huge-mapping cache's decay). */
 void pcp_periodic(uint64_t now_ms);
 extern void (*pcpm_periodic_hook)(uint64_t now_ms);
 
 void pcp_stats_add(struct pcpm_stats *s);
+/* Sums of one zone's pcps (refills from it, pages parked on them). */
+void pcp_zone_stats(struct zone *z, uint64_t *refills, uint64_t *refill_pages, uint64_t *count);
 void pcp_lock_all(void);
 void pcp_unlock_all(void);
 void pcp_reset_locks(void);

@@ -11,8 +11,8 @@
 #include <string.h>
 
 struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
-uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
-uint32_t pcpm_class_size[NR_SIZE_CLASSES];
+uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
+uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
 uintptr_t pcpm_link_key;
 
 void pcpm_freelist_corrupt(const char *call, const void *pos)

@@ -26,16 +26,19 @@ void pcpm_stats_read(struct pcpm_stats *s)
 	pcp_stats_add(s);
 	slab_stats_add(s);
 	pcpm_huge_stats_add(s);
-	struct zone *z = &pcpm_zone;
-	s->pgalloc_zone += z->pgalloc_zone;
-	s->pgfree_zone += z->pgfree_zone;
-	s->zone_lock += z->zone_lock;
-	s->zone_lock_contended += z->zone_lock_contended;
-	s->zone_lock_wait_ns += z->zone_lock_wait_ns;
-	s->purge_runs += z->purge_runs;
-	s->purged_bytes += z->purged_bytes;
-	s->zone_grow += z->zone_grow;
-	s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		s->pgalloc_zone += z->pgalloc_zone;
+		s->pgfree_zone += z->pgfree_zone;
+		s->zone_lock += z->zone_lock;
+		s->zone_lock_contended += z->zone_lock_contended;
+		s->zone_lock_wait_ns += z->zone_lock_wait_ns;
+		s->purge_runs += z->purge_runs;
+		s->purged_bytes += z->purged_bytes;
+		s->zone_grow += z->zone_grow;
+		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
+	}
 	s->resident_bytes = pcpm_rss_bytes();
 }
 
@@ -67,10 +70,41 @@ size_t pcpm_stats_json(char *buf, size_t len)
 #define X(n) put(&o, ", \"" #n "\": %llu", (unsigned long long)s.n);
 	PCPM_COUNTERS(X)
 #undef X
-	/* /proc/buddyinfo: free blocks per order */
+	/* /proc/buddyinfo: free blocks per order, all zones together, then per zone */
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	put(&o, ", \"buddyinfo\": [");
-	for (int i = 0; i < NR_PAGE_ORDERS; i++)
-		put(&o, "%s%zu", i ? ", " : "", pcpm_zone.free_area[i].nr_free);
+	for (int i = 0; i < NR_PAGE_ORDERS; i++) {
+		size_t nf = 0;
+		for (int n = 0; n < nr; n++)
+			nf += pcpm_zones[n].free_area[i].nr_free;
+		put(&o, "%s%zu", i ? ", " : "", nf);
+	}
+	put(&o, "]");
+	/* one zone per NUMA node: where its pages went (numa_miss / numa_foreign: zonelist
+	 * fallback), what its pcps took from it, its own buddyinfo */
+	put(&o, ", \"numa_bind\": \"%s\", \"zones\": [",
+	    pcpm_cfg.numa_bind == NUMA_BIND_OFF ? "off" : pcpm_cfg.numa_bind == NUMA_BIND_STRICT ? "bind" : "preferred");
+	for (int n = 0; pcpm_pcp && n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		uint64_t refills, refill_pages, count;
+		pcp_zone_stats(z, &refills, &refill_pages, &count);
+		put(&o,
+		    "%s{\"node\": %d, \"os_node\": %d, \"mbind\": %s, \"mbind_failed\": %llu, "
+		    "\"managed_pages\": %zu, \"free_pages\": %zu, \"pcp_pages\": %llu, "
+		    "\"pgalloc_zone\": %llu, \"pgfree_zone\": %llu, \"pcp_refills\": %llu, "
+		    "\"pcp_refill_pages\": %llu, \"numa_miss\": %llu, \"numa_foreign\": %llu, "
+		    "\"buddyinfo\": [",
+		    n ? ", " : "", z->node, z->os_node, z->bind >= 0 ? "true" : "false",
+		    (unsigned long long)z->mbind_failed, z->managed_pages, z->free_pages,
+		    (unsigned long long)count, (unsigned long long)z->pgalloc_zone,
+		    (unsigned long long)z->pgfree_zone, (unsigned long long)refills,
+		    (unsigned long long)refill_pages,
+		    (unsigned long long)atomic_load_explicit(&z->numa_miss, memory_order_relaxed),
+		    (unsigned long long)atomic_load_explicit(&z->numa_foreign, memory_order_relaxed));
+		for (int i = 0; i < NR_PAGE_ORDERS; i++)
+			put(&o, "%s%zu", i ? ", " : "", z->free_area[i].nr_free);
+		put(&o, "]}");
+	}
 	put(&o, "]");
 	/* lock contention as the kernel posts report it: contended acquisitions over all
 	 * acquisitions, and time spent waiting over the process's CPU time */
@@ -85,7 +119,8 @@ size_t pcpm_stats_json(char *buf, size_t len)
 	    pcpm_topology_state > 0 ? "hwloc" : pcpm_topology_state < 0 ? "failed" : "provisional");
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *p = &pcpm_pcp[i];
+		/* the pcp of the CPU's own node's zone */
+		struct per_cpu_pages *p = zone_pcp(&pcpm_zones[pcp_cpu_node((unsigned)i)], (unsigned)i);
 		const struct pcpm_cpu_cache *c = pcpm_cpu_cache(i);
 		put(&o,
 		    "%s{\"cpu\": %d, \"package\": %d, \"core\": %d, \"node\": %d, "
@@ -113,13 +148,17 @@ static size_t stats_text(char *buf, size_t len)
 #define X(n) put(&o, "  %-22s %llu\n", #n, (unsigned long long)s.n);
 	PCPM_COUNTERS(X)
 #undef X
-	put(&o, "  buddyinfo             ");
-	for (int i = 0; i < NR_PAGE_ORDERS; i++)
-		put(&o, " %zu", pcpm_zone.free_area[i].nr_free);
-	put(&o, "\n");
+	/* as /proc/buddyinfo prints it: a line per node's zone */
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		put(&o, "  buddyinfo Node %d, zone Normal ", n);
+		for (int i = 0; i < NR_PAGE_ORDERS; i++)
+			put(&o, " %zu", pcpm_zones[n].free_area[i].nr_free);
+		put(&o, "\n");
+	}
 	put(&o, "  %-5s %8s %8s %6s %8s %8s\n", "cpu", "count", "high", "batch", "high_min", "high_max");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *p = &pcpm_pcp[i];
+		struct per_cpu_pages *p = zone_pcp(&pcpm_zones[pcp_cpu_node((unsigned)i)], (unsigned)i);
 		put(&o, "  %-5d %8d %8d %6d %8d %8d\n", i, p->count, p->high, p->batch, p->high_min,
 		    p->high_max);
 	}
@@ -170,6 +209,8 @@ void pcpm_stats_dump_at_exit(void)
 {
 	if (pcpm_cfg.stats == STATS_OFF)
 		return;
+	/* a discovery in flight on its helper thread: its sizes, if they come within 1 s */
+	pcpm_topology_wait(1000);
 	int fd = stderr_copy >= 0 && fcntl(stderr_copy, F_GETFD) >= 0 ? stderr_copy : 2;
 	if (pcpm_cfg.stats_file) {
 		char path[4096];

@@ -12,11 +12,11 @@
 #include <string.h>
 
 __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
-uintptr_t pcpm_free_key;
-uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
-static unsigned fbatch;
+uintptr_t pcpm_free_key PCPM_HOT;
+uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
+static unsigned fbatch PCPM_HOT;
 
-static pthread_key_t tc_key;
+static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock = PCPM_LOCK_INIT;
 static struct tcache *registry;
 /* counters of caches that are gone (thread exit) and of calls made without a cache */

@@ -22,12 +22,19 @@ static pcpm_lock_t start_lock = PCPM_LOCK_INIT;
 /* Is there anything to decay (high above high_min, pages above high) or to purge? */
 static bool need_update(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct per_cpu_pages *p = &pcpm_pcp[i];
-		if (p->high > p->high_min || p->count > p->high_min)
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		for (int i = 0; i < pcpm_nr_cpus; i++) {
+			struct per_cpu_pages *p = zone_pcp(&pcpm_zones[n], (unsigned)i);
+			/* a remote pcp holding pages still has expiry to run */
+			if (p->high > p->high_min || p->count > p->high_min ||
+			    (p->count && pcp_cpu_node((unsigned)i) != n))
+				return true;
+		}
+		if (pcpm_zones[n].dirty_pages)
 			return true;
 	}
-	return pcpm_zone.dirty_pages != 0;
+	return false;
 }
 
 static void *vmstat_worker(void *arg)

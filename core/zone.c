@@ -6,10 +6,16 @@
 #include "vmstat.h"
 #include "vgmode.h"
 
-struct zone pcpm_zone;
+/* 1 KiB aligned: node 0's zone (640 bytes), written by every process, never straddles two
+ * pages (two first-touch faults) */
+struct zone pcpm_zones[MAX_NUMNODES] __attribute__((aligned(1024)));
+_Atomic int pcpm_nr_zones = 1;
+pcpm_lock_t pcpm_zones_lock = PCPM_LOCK_INIT;
 
 void pcpm_zone_init(struct zone *z)
 {
+	z->node = (int)(z - pcpm_zones);
+	z->bind = -1;
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
 	{
 		list_init(&z->free_area[o].free_list[FREE_CLEAN]);
@@ -84,7 +90,14 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
 static bool zone_grow(struct zone *z)
 {
 	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
+	/* A young zone grows by what it has (4, 4, 8, 16, 32 MiB, then the full step): each
+	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
+	 * block, so a first step of 64 MiB costs every process 16 page faults while a short
+	 * one (a shell, a compiler pass) uses a few hundred KiB. */
+	chunk = MIN(chunk, MAX(z->managed_pages << PAGE_SHIFT, 4UL << 20));
 	struct page *first = NULL;
+	if (z->max_pages && z->managed_pages >= z->max_pages)
+		return false; /* exhausted: the caller falls back to another node's zone */
 	if (z->arena)
 		first = pcpm_arena_grow(z->arena, chunk);
 	if (!first) {
@@ -102,6 +115,13 @@ static bool zone_grow(struct zone *z)
 			pcpm_verbose("zone: cannot grow: no arena can be reserved (out of address space)");
 			return false;
 		}
+		/* before the first grow publishes its pages: a freed page finds its zone here */
+		a->node = z->node;
+		/* One mbind per arena, while nothing in it is faulted yet: the policy covers the
+		 * whole reservation, and mprotect keeps it on the pieces it commits. */
+		if (z->bind >= 0 && pcpm_os_bind_node(a->base, a->reserved, z->os_node,
+						      z->bind == NUMA_BIND_STRICT) != 0)
+			z->mbind_failed++;
 		z->arena = a;
 		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);

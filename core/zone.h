@@ -28,8 +28,20 @@ struct free_area {
 	size_t nr_free;		       /* blocks on both lists */
 };
 
+struct per_cpu_pages;
+
+/*
+ * One zone per NUMA node (pglist_data + its one zone).  Fields after the lock are written
+ * under it, except the NUMA identity (node, os_node, bind, per_cpu_pageset), which is set
+ * once by pcpm_numa_setup() before the zone is published through pcpm_nr_zones.
+ */
 struct zone {
 	pcpm_lock_t lock;
+	int node;	     /* logical node index (hwloc), == index in pcpm_zones */
+	int os_node;	     /* the kernel's node number, for mbind */
+	int bind;	     /* NUMA_BIND_* policy applied to each new arena, or -1: none */
+	size_t max_pages;    /* cap on managed_pages (0: none); tests use it to exhaust a zone */
+	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
 	struct free_area free_area[NR_PAGE_ORDERS];
 	struct arena *arena;	/* arena being grown */
 	size_t managed_pages;	/* pages committed into this zone */
@@ -43,11 +55,33 @@ struct zone {
 	/* counters, under lock */
 	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
 	uint64_t pgalloc_zone, pgfree_zone, purge_runs, purged_bytes, zone_grow;
+	uint64_t mbind_failed; /* arenas whose mbind the kernel refused (under lock) */
+	/* zonelist fallback, counted without a lock (rare): numa_miss = blocks this zone
+	 * served for a CPU of another node, numa_foreign = blocks meant for this zone that
+	 * another zone served (the kernel's NUMA_MISS / NUMA_FOREIGN) */
+	_Atomic uint64_t numa_miss, numa_foreign;
 } __attribute__((aligned(64)));
 
-extern struct zone pcpm_zone; /* one zone (one NUMA node) for now */
+/*
+ * MAX_NUMNODES zones exist statically; pcpm_nr_zones of them are in use (1 until the
+ * topology has been discovered and found several nodes; only ever grows).  Readers load it
+ * with acquire: a zone counted there has its pcps and identity published.
+ */
+#define MAX_NUMNODES 64
+extern struct zone pcpm_zones[MAX_NUMNODES];
+extern _Atomic int pcpm_nr_zones;
+#define pcpm_zone (pcpm_zones[0]) /* node 0's zone: the only one on a single-node machine */
 
 void pcpm_zone_init(struct zone *z);
+
+/* The zone a page belongs to: its arena's node (page_to_nid + page_zone). */
+static inline struct zone *page_zone(struct page *pg)
+{
+	return &pcpm_zones[arena_of_page(pg)->node];
+}
+
+/* Serialises zone bring-up (pcpm_numa_setup) against fork; taken before any pcp lock. */
+extern pcpm_lock_t pcpm_zones_lock;
 
 /* Lock with contention accounting (zone_lock, zone_lock_contended, zone_lock_wait_ns). */
 void zone_lock(struct zone *z);

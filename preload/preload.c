@@ -180,13 +180,19 @@ EXPORT long long pcpmalloc_stat(const char *name)
 }
 
 /*
- * Runs when the library is loaded (after any early malloc calls already initialised it):
- * makes sure the allocator is ready and registers the fork handlers.  pthread_atfork may
- * allocate; the allocator is initialised by then, so that is fine.
+ * Runs when the library is loaded: registers the fork handlers (they do nothing until the
+ * allocator is initialised).  The allocator itself starts on the first allocation, as it
+ * must anyway when ld.so or libc allocate before any constructor ran: a process that never
+ * allocates (/bin/true) pays for no set-up at all.  Only when a PCPMALLOC_* variable is set
+ * does it start here, so that such a process too reports its statistics, prints the verbose
+ * sizing line or warns about a malformed value, and the stats keep their copy of stderr from
+ * the start.  pthread_atfork may allocate; that initialises the allocator the normal way.
  */
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
-	pcpm_init();
+	const char *v[1];
+	if (pcpm_env_prefixed("PCPMALLOC_", v, 1))
+		pcpm_init();
 	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
 }
 

@@ -64,7 +64,8 @@ int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const c
 		hwloc_obj_t pu = f->get_obj_by_depth(t, pu_depth, (unsigned)i);
 		if (!pu || pu->os_index >= (unsigned)ncpus)
 			continue;
-		struct pcpm_cpu_cache c = { .package = 0, .core = (int)pu->logical_index, .node = 0 };
+		struct pcpm_cpu_cache c = { .package = 0, .core = (int)pu->logical_index, .node = 0,
+					    .node_os = -1 };
 		hwloc_obj_t l2 = NULL, llc = NULL;
 		for (hwloc_obj_t a = pu->parent; a; a = a->parent) {
 			int lvl = cache_level(a);
@@ -82,6 +83,7 @@ int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const c
 			hwloc_obj_t n = f->get_obj_by_depth(t, node_depth, (unsigned)k);
 			if (n && n->cpuset && f->bitmap_isset(n->cpuset, pu->os_index)) {
 				c.node = (int)n->logical_index;
+				c.node_os = (int)n->os_index;
 				c.node_cpus = f->bitmap_weight(n->cpuset);
 				break;
 			}

@@ -15,19 +15,23 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
-int pcpm_topology_state;
-int pcpm_topology_due;
-static struct pcpm_cpu_cache provisional;
-static struct pcpm_cpu_cache *cpus; /* pcpm_nr_cpus entries once init has run */
-static _Atomic int claimed;
-static _Atomic unsigned long nr_refills;
-static uint64_t start_ms;
+int pcpm_topology_state PCPM_HOT;
+int pcpm_topology_due PCPM_HOT;
+static struct pcpm_cpu_cache provisional PCPM_HOT;
+static struct pcpm_cpu_cache *cpus PCPM_HOT; /* pcpm_nr_cpus entries once init has run */
+static _Atomic int claimed PCPM_HOT;
+/* Lazy discovery runs on a helper thread; 1 while it runs (fork and the exit dump look). */
+static _Atomic int helper_running PCPM_HOT;
+static _Atomic unsigned long nr_refills PCPM_HOT;
+static uint64_t start_ms PCPM_HOT;
 
 /*
  * Discovery starts once the process has done PCPM_TOPO_REFILLS pcp refills and lived
@@ -60,7 +64,7 @@ void pcpm_topology_init(void)
 		pcpm_nr_cpus = fake;
 	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
 	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-	provisional.package = provisional.core = provisional.node = -1;
+	provisional.package = provisional.core = provisional.node = provisional.node_os = -1;
 	provisional.l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
 	provisional.l2_shared = 1;
 	/* Without L3 the L2 is the last level (and is private). */
@@ -110,6 +114,47 @@ static void failed(const char *why, const char *detail)
 	if (pcpm_cfg.verbose)
 		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
 			  detail ? ": " : "", detail ? detail : "");
+}
+
+/*
+ * One zone per NUMA node, from the nodes hwloc gave the CPUs (logical indexes 0..n-1).  The
+ * arenas of each zone are mbind'ed to its node only on the real machine with 2+ nodes: a fake
+ * machine's nodes do not exist here, and with one node there is nothing to choose.
+ */
+static void numa_setup(void)
+{
+	int nr = 1;
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		if (cpus[i].node + 1 > nr)
+			nr = cpus[i].node + 1;
+	if (nr == 1)
+		return; /* the zone and the CPUs' node 0 stay as they are: nothing to do */
+	if (nr > MAX_NUMNODES) {
+		if (pcpm_cfg.verbose)
+			pcpm_warn("topology: %d NUMA nodes, more than %d: one zone", nr, MAX_NUMNODES);
+		return;
+	}
+	size_t len = ALIGN_UP((size_t)(pcpm_nr_cpus + MAX_NUMNODES) * sizeof(int), PAGE_SIZE);
+	int *cpu_node = pcpm_os_map(len, PAGE_SIZE);
+	if (!cpu_node)
+		return;
+	int *os_node = cpu_node + pcpm_nr_cpus;
+	for (int n = 0; n < nr; n++)
+		os_node[n] = n;
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		cpu_node[i] = cpus[i].node >= 0 ? cpus[i].node : 0;
+		if (cpus[i].node >= 0 && cpus[i].node_os >= 0)
+			os_node[cpus[i].node] = cpus[i].node_os;
+	}
+	bool fake = pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic;
+	int bind = fake || pcpm_cfg.numa_bind == NUMA_BIND_OFF ? -1 : pcpm_cfg.numa_bind;
+	if (pcpm_numa_setup(nr, cpu_node, os_node, bind) != 0 && pcpm_cfg.verbose)
+		pcpm_warn("topology: cannot set up %d zones; keeping one", nr);
+	else if (pcpm_cfg.verbose)
+		pcpm_warn("topology: %d NUMA nodes, one zone each; arenas %s", nr,
+			  bind < 0 ? "not bound (fake machine or PCPMALLOC_NUMA_BIND=off)"
+				   : "mbind'ed to their node");
+	pcpm_os_unmap(cpu_node, len);
 }
 
 #define LOAD(field, name)                                          \
@@ -162,6 +207,7 @@ static void discover(void)
 	pcpm_os_unmap(tmp, len);
 	pcpm_topology_state = 1;
 	pcpm_pcp_resize();
+	numa_setup();
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
 		const struct per_cpu_pages *p = &pcpm_pcp[0];
@@ -172,6 +218,43 @@ static void discover(void)
 			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10,
 			  p->batch, p->high_min, p->high_max,
 			  (p->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
+	}
+}
+
+static void *discover_thread(void *arg)
+{
+	(void)arg;
+	discover();
+	atomic_store(&helper_running, 0);
+	return NULL;
+}
+
+/*
+ * Lazy discovery on a short-lived helper thread, never in the thread that called malloc.
+ * dlopen takes the dynamic loader's lock and runs hwloc's constructors (and its libraries'):
+ * from inside malloc that would deadlock when the caller holds a lock that another thread,
+ * itself inside dlopen with the loader's lock held, is waiting for (or that a constructor
+ * needs).  The caller returns at once; the helper may wait for the loader's lock, but nobody
+ * waits for the helper, so no cycle can form.  It runs with every signal blocked (the
+ * program's handlers never run on it) and exits when done.  When no thread can be started,
+ * the provisional sizes stay (one warning under PCPMALLOC_VERBOSE=1).
+ */
+static void start_helper(void)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t all, old;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store(&helper_running, 1);
+	int r = pthread_create(&t, &attr, discover_thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		atomic_store(&helper_running, 0);
+		failed("cannot start the discovery thread", strerror(r));
 	}
 }
 
@@ -190,6 +273,29 @@ void pcpm_topology_discover(void)
 	/* From here on the hwloc calls that allocate re-enter malloc, which finds due == 0. */
 	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
 	int e = errno;
-	discover();
+	/* PCPMALLOC_TOPOLOGY=now asked for the sizes before the first allocation returns
+	 * (tests, measurements): discovery runs right here, at the first malloc. */
+	if (pcpm_cfg.topology == TOPO_NOW)
+		discover();
+	else
+		start_helper();
 	errno = e;
+}
+
+void pcpm_topology_wait(unsigned max_ms)
+{
+	for (unsigned i = 0; i < max_ms && atomic_load(&helper_running); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+void pcpm_topology_fork_child(void)
+{
+	/* the helper does not exist in the child: let the child discover for itself */
+	if (atomic_load(&helper_running)) {
+		atomic_store(&helper_running, 0);
+		atomic_store(&claimed, 0);
+		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
+	}
 }

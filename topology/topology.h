@@ -6,7 +6,10 @@
  * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
  * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), hwloc is dlopen'ed and
  * the real topology replaces them (pcpm_topology_maybe_discover, from the malloc slow path,
- * with no allocator lock held).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake machine.
+ * with no allocator lock held, which starts a helper thread for it: a dlopen inside the
+ * caller's malloc could deadlock on the caller's own locks).  The NUMA nodes found bring up
+ * one zone per node (pcpm_numa_setup).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake
+ * machine.
  * Thread-safety: pcpm_topology_init() runs once during allocator init; discovery runs once
  * (an atomic claim) and publishes each CPU's entry before the pcps are resized.
  */
@@ -26,6 +29,7 @@ struct pcpm_cpu_cache {
 	size_t slice_bytes;	 /* per_cpu_data_slice_size: llc_bytes / llc_shared */
 	size_t l2_share_bytes;	 /* l2_bytes / l2_shared, or 0 when the L2 is the LLC */
 	int node_cpus;		 /* CPUs on its NUMA node */
+	int node_os;		 /* the kernel's number of that node (mbind); -1 when unknown */
 };
 
 /* Possible CPUs (pcp slots) and the CPUs this process may run on. */
@@ -47,9 +51,14 @@ void pcpm_topology_note_refill(void);
 /* From the periodic work: marks discovery due when the refills were done early. */
 void pcpm_topology_tick(void);
 
-/* From the malloc slow path, no lock held: runs hwloc discovery once when it is due. */
+/* From the malloc slow path, no lock held: starts hwloc discovery once when it is due, on a
+ * helper thread (PCPMALLOC_TOPOLOGY=now: in the calling thread). */
 extern int pcpm_topology_due;
 void pcpm_topology_discover(void);
+/* Waits up to max_ms for a discovery in flight on the helper thread (exit statistics). */
+void pcpm_topology_wait(unsigned max_ms);
+/* fork child: a discovery the parent's helper had in flight is started again later. */
+void pcpm_topology_fork_child(void);
 static inline void pcpm_topology_maybe_discover(void)
 {
 	if (__builtin_expect(__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED), 0))

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""check_topology.py TOOL LIBPCPMALLOC TOPO_WORK SRCDIR
+"""check_topology.py TOOL LIBPCPMALLOC TOPO_WORK SRCDIR CTOR_LOCK_LIB
 
 The tool (pcpmalloc-topology --json) and the library (LD_PRELOAD, PCPMALLOC_TOPOLOGY=now,
 PCPMALLOC_STATS=json) on fake machines, against per-CPU values worked out by hand from
 kernel-pcp.md ("pcpmalloc's choices", section 6); the arithmetic is in test_sizing.c and
 repeated in short below.  4 KiB pages; batch 63, high_min 4*63 = 252, flag when
 slice pages > 3*63 = 189.  Then this machine (tool == library), hwloc missing, a bad
-description, and lazy discovery (a busy process loads hwloc, a short one does not).
+description, lazy discovery (a busy process loads hwloc, a short one does not), and lazy
+discovery started by a malloc whose caller holds a lock that a library constructor, running
+inside another thread's dlopen, waits for (it must not deadlock).
 """
 import json, os, subprocess, sys, tempfile
 
-tool, lib, work, srcdir = sys.argv[1:5]
+tool, lib, work, srcdir, ctor_lock = sys.argv[1:6]
 FIELDS = ("package", "core", "node", "l2_bytes", "llc_bytes", "slice_bytes", "batch",
           "high_min", "high_max", "free_high_batch")
 failures = 0
@@ -123,6 +125,42 @@ case("2 NUMA nodes, heap policy", ("synthetic", S2N), 16,
      lambda i: cpu(i // 8, i, i // 8, MiB, 16 * MiB, 2 * MiB, 4096, True),
      {"PCPMALLOC_HIGH_POLICY": "heap"})
 
+# One zone per node, in the library: a fake machine with CPU 0 on node 0 and CPU 1 on node 1
+# (one package each).  topo_work pins a thread to each CPU, allocates 8 MiB of 32 KiB runs
+# there, has each CPU free the other's, then trims.  Each zone must have fed its own CPU's
+# pcp (refills from both zones, no zonelist fallback), and every page of zone 1 (only ever
+# used by those runs) must be back in zone 1 (free == managed): the frees of CPU 0 went back
+# to the zone the pages came from.  Arenas are not mbind'ed on a fake machine.
+S2CPU = "pack:2 numa:1 l3:1(size=16777216) l2:1(size=1048576) core:1 pu:1"
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "st.json")
+    env = dict(os.environ, LD_PRELOAD=lib, PCPMALLOC_STATS="json", PCPMALLOC_STATS_FILE=path,
+               PCPMALLOC_TOPOLOGY="now", PCPMALLOC_TOPOLOGY_SYNTHETIC=S2CPU)
+    p = subprocess.run([work, "numa"], env=env, capture_output=True, text=True)
+    if p.returncode == 77:
+        print("skip: 2 NUMA nodes, library routing (CPU 1 not available)")
+    elif p.returncode != 0:
+        fail("2 NUMA nodes, routing: exit %d: %s" % (p.returncode, p.stderr))
+    else:
+        st = json.load(open(path))
+        zs = st.get("zones", [])
+        nodes = [c["node"] for c in st["cpus"]]
+        if len(zs) != 2 or nodes != [0, 1]:
+            fail("2 NUMA nodes, routing: %d zones, CPU nodes %s" % (len(zs), nodes))
+        elif not (zs[0]["pcp_refills"] > 0 and zs[1]["pcp_refills"] > 0
+                  and zs[1]["pcp_refill_pages"] >= 2048):
+            fail("2 NUMA nodes, routing: refills %s" % [(z["pcp_refills"], z["pcp_refill_pages"]) for z in zs])
+        elif zs[1]["free_pages"] != zs[1]["managed_pages"] or zs[1]["pgfree_zone"] != zs[1]["pgalloc_zone"]:
+            fail("2 NUMA nodes, routing: zone 1 did not get its pages back: %s" % zs[1])
+        elif any(z["numa_miss"] or z["numa_foreign"] or z["mbind"] for z in zs):
+            fail("2 NUMA nodes, routing: fallback or binding on a fake machine: %s" % zs)
+        elif sum(st["buddyinfo"]) != sum(sum(z["buddyinfo"]) for z in zs):
+            fail("2 NUMA nodes: buddyinfo %s is not the zones' sum" % st["buddyinfo"])
+        else:
+            print("ok: 2 NUMA nodes, library routing (zone 0: %d refills, zone 1: %d refills, "
+                  "%d/%d pages back)" % (zs[0]["pcp_refills"], zs[1]["pcp_refills"],
+                                         zs[1]["free_pages"], zs[1]["managed_pages"]))
+
 # This machine, live: the library's values are the tool's.
 out = subprocess.run([tool, "--json"], check=True, capture_output=True, text=True).stdout
 live = {c["cpu"]: c for c in json.loads(out)["cpus"]}
@@ -135,6 +173,11 @@ if st:
             break
     else:
         print("ok: this machine (live, library == tool)")
+    # one zone per node of this machine; arenas bound only where there are 2+ nodes
+    nn = len({c["node"] for c in live.values()})
+    zs = st.get("zones", [])
+    if len(zs) != nn or any(z["mbind"] != (nn >= 2) or z["mbind_failed"] for z in zs):
+        fail("this machine: %d nodes, zones %s" % (nn, zs))
 
 # hwloc missing: one warning, provisional sizes kept, no crash.
 off, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "off"})
@@ -165,6 +208,26 @@ if st and st["topology"] != "hwloc":
     fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
 elif st:
     print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills)" % st["refills"])
+
+# Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Run synchronously in
+# the malloc caller, this hangs (the timeout fails it); on the helper thread, the helper is
+# seen waiting while the caller holds the lock, and it finishes once the lock is released.
+with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "st.json")
+    env = dict(os.environ, LD_PRELOAD=lib, PCPMALLOC_STATS="json", PCPMALLOC_STATS_FILE=path,
+               PCPMALLOC_TOPOLOGY="lazy", PCPMALLOC_HIGH_MAX="300")
+    try:
+        p = subprocess.run([work, "dlopen-lock", ctor_lock], env=env, capture_output=True,
+                           text=True, timeout=60)
+        st = json.load(open(path)) if p.returncode == 0 else None
+        if p.returncode != 0:
+            fail("discovery under a held lock: exit %d: %s" % (p.returncode, p.stderr))
+        elif "holding the lock: 3" not in p.stdout or st["topology"] != "hwloc":
+            fail("discovery under a held lock: %r, topology %s" % (p.stdout, st["topology"]))
+        else:
+            print("ok: lazy discovery while the caller holds a lock a constructor needs (no deadlock)")
+    except subprocess.TimeoutExpired:
+        fail("discovery under a held lock: deadlock (timeout)")
 
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -1,12 +1,156 @@
 /* topo_work.c - allocator work for the topology tests: "small" does a few allocations
- * (a short-lived process), "busy" moves 32 MiB at a time through the pcps for 150 ms. */
+ * (a short-lived process), "busy" moves 32 MiB at a time through the pcps for 150 ms,
+ * "numa" allocates page runs on CPU 0 and on CPU 1 (pinned threads) and has each CPU free
+ * the other's, then trims: on a fake machine with CPU 0 on node 0 and CPU 1 on node 1 every
+ * zone must get back all of its own pages.  Exit 77 when CPU 1 is not available.
+ * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <malloc.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#define NUMA_BLOCKS 256 /* 32 KiB runs (order 3): 8 MiB per CPU, several refills and drains */
+
+struct numa_job {
+	int cpu;
+	int alloc; /* 1: fill blocks, 0: free them */
+	void **blocks;
+	int failed;
+};
+
+static void *numa_thread(void *arg)
+{
+	struct numa_job *j = arg;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(j->cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+		j->failed = 77;
+		return NULL;
+	}
+	for (int i = 0; i < NUMA_BLOCKS; i++) {
+		if (j->alloc) {
+			j->blocks[i] = malloc(32768);
+			if (!j->blocks[i]) {
+				j->failed = 1;
+				return NULL;
+			}
+			memset(j->blocks[i], j->cpu + 1, 32768);
+		} else {
+			if (((unsigned char *)j->blocks[i])[32767] != (unsigned char)(2 - j->cpu)) {
+				fprintf(stderr, "topo_work: block %d of cpu %d corrupted\n", i, 1 - j->cpu);
+				abort();
+			}
+			free(j->blocks[i]);
+		}
+	}
+	return NULL;
+}
+
+static int numa_phase(int alloc, void **b0, void **b1)
+{
+	/* alloc: CPU n fills bn; free: CPU 0 frees b1 and CPU 1 frees b0 */
+	struct numa_job j[2] = { { 0, alloc, alloc ? b0 : b1, 0 }, { 1, alloc, alloc ? b1 : b0, 0 } };
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		/* one after the other: each thread's run of the pcp is its own */
+		if (pthread_create(&t[i], NULL, numa_thread, &j[i]) != 0)
+			return 1;
+		pthread_join(t[i], NULL);
+		if (j[i].failed)
+			return j[i].failed;
+	}
+	return 0;
+}
+
+static int numa(void)
+{
+	static void *b0[NUMA_BLOCKS], *b1[NUMA_BLOCKS];
+	free(malloc(100)); /* initialise; PCPMALLOC_TOPOLOGY=now discovers here */
+	int r = numa_phase(1, b0, b1);
+	if (!r)
+		r = numa_phase(0, b0, b1);
+	if (r == 77)
+		fprintf(stderr, "topo_work: CPU 1 not available: skipped\n");
+	malloc_trim(0);
+	return r;
+}
+
+pthread_mutex_t topo_work_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int nr_threads(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void *load_lib(void *lib)
+{
+	/* dlopen holds the loader's lock while ctor_lock's constructor waits for ours */
+	return dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Thread B is inside dlopen (the loader's lock held), its library's constructor waiting for
+ * topo_work_lock; this thread holds topo_work_lock and does allocator work until lazy
+ * discovery is due and starts.  Had discovery called dlopen here, this thread would wait for
+ * the loader's lock and B for topo_work_lock: a deadlock (the test would hang).  Discovery
+ * runs on a helper thread instead: while the lock is still held, that helper exists (it waits
+ * for the loader's lock) and this thread carries on; once the lock is released everything
+ * completes.  Prints the thread count seen while holding the lock (3: main, B, helper).
+ */
+static int dlopen_lock(const char *lib)
+{
+	static void *big[1024];
+	pthread_mutex_lock(&topo_work_lock);
+	pthread_t b;
+	if (pthread_create(&b, NULL, load_lib, (void *)lib) != 0)
+		return 1;
+	sleep_ms(100); /* B is in the constructor by now; the process is older than 50 ms */
+	for (int round = 0; round < 16; round++) {
+		for (int i = 0; i < 1024; i++)
+			if (!(big[i] = malloc(32768)))
+				return 1;
+		for (int i = 0; i < 1024; i++)
+			free(big[i]);
+	}
+	sleep_ms(50);
+	printf("threads while holding the lock: %d\n", nr_threads());
+	pthread_mutex_unlock(&topo_work_lock);
+	void *h;
+	pthread_join(b, &h);
+	if (!h) {
+		fprintf(stderr, "topo_work: dlopen %s: %s\n", lib, dlerror());
+		return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "numa") == 0)
+		return numa();
+	if (argc > 2 && strcmp(argv[1], "dlopen-lock") == 0)
+		return dlopen_lock(argv[2]);
 	int busy = argc > 1 && strcmp(argv[1], "busy") == 0;
 	void *keep[64] = { 0 };
 	if (!busy) {
