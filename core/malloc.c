@@ -244,7 +244,7 @@ static void *huge_alloc(size_t size, size_t align)
 		return NULL;
 	huge_drain_deferred();
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
-	if (align <= HUGE_ALIGN && !pcpm_secure) {
+	if (align <= HUGE_ALIGN) {
 		/* best fit among the cached mappings */
 		pcpm_lock(&huge_lock);
 		int best = -1;
@@ -272,6 +272,12 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
+			/* secure mode: cached PROT_NONE (huge_free); open it again (mremap needs one
+			 * VMA), then a new guard and canary */
+			if (pcpm_secure && !pcpm_os_commit(huge_base(r), r->len)) {
+				huge_unmap(r);
+				goto fresh;
+			}
 			if (grow) {
 				if (!huge_realloc(r, len)) {
 					huge_unmap(r);
@@ -280,6 +286,8 @@ static void *huge_alloc(size_t size, size_t align)
 			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
 			}
+			if (pcpm_secure)
+				huge_secure_arm(r, size);
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return huge_base(r);
 		}
@@ -359,11 +367,9 @@ static void huge_unmap(struct region *r)
 static void huge_free(struct region *r)
 {
 	struct region *victim = NULL;
-	if (pcpm_secure) { /* no cache: a use after free faults */
-		huge_unmap(r);
-		return;
-	}
-	if (r->len <= HUGE_CACHE_MAX) {
+	/* secure mode: a cached mapping is PROT_NONE, so a use after free faults as it would
+	 * on an unmapped one, while its pages stay resident for the next huge_alloc */
+	if (r->len <= HUGE_CACHE_MAX && (!pcpm_secure || pcpm_os_guard(huge_base(r), r->len))) {
 		r->dirty = 1;
 		r->freed_ms = pcpm_now_ms();
 		pcpm_lock(&huge_lock);
@@ -544,9 +550,9 @@ static void large_secure_release(char *p, struct page *pg, const char *call)
 	secure_check_canary(p, p + req, p + gp, call);
 	if (req >= SECURE_GUARD_MIN)
 		pcpm_os_commit(p + gp, PAGE_SIZE);
-	/* junk over the first 64 KiB: enough to spoil stale pointers and headers a dangling
-	 * reader would use, without a full pass over multi-megabyte blocks */
-	memset(p, SECURE_JUNK, MIN(req, (size_t)64 << 10));
+	/* junk over the first SECURE_JUNK_MAX bytes: enough to spoil stale pointers and
+	 * headers a dangling reader would use, without a pass over the whole block */
+	memset(p, SECURE_JUNK, MIN(req, (size_t)SECURE_JUNK_MAX));
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
@@ -667,7 +673,14 @@ static size_t raw_usable(const void *p);
 void *pcpm_malloc_slow(size_t n)
 {
 	PCPM_INSIDE_BEGIN();
-	void *p = __malloc_slow(n);
+	void *p;
+	unsigned c;
+	/* secure mode's small blocks: straight from the thread's own stack when it has one */
+	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER && !pcpm_vg &&
+	    (p = tcache_secure_pop(c = size_to_class(n + SECURE_TRAILER))))
+		p = secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+	else
+		p = __malloc_slow(n);
 	PCPM_INSIDE_END();
 	return p;
 }
@@ -815,10 +828,21 @@ static void *__realloc(void *p, size_t size)
 	}
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
-		/* every realloc moves: the checks of malloc and free run, nothing in place */
+		/* a small block stays when its slot still fits (canary and trailer checked and
+		 * moved); every other realloc moves, with the checks of malloc and free */
 		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
 		    ((uintptr_t *)p)[1] == pcpm_free_key)
 			tcache_check_double_free(p, pg->slab_head, "realloc");
+		if (pcpm_secure && !pcpm_sig_depth && pg && pg->state == PG_SLAB &&
+		    slab_obj_index(pg->slab_head, p) >= 0) {
+			struct page *head = pg->slab_head;
+			size_t slot = head->slab_cache->size;
+			if (size <= slot - SECURE_TRAILER &&
+			    (size_to_class(size + SECURE_TRAILER) == head->cls || size >= slot / 2)) {
+				secure_resize_small(p, slot, size, "realloc");
+				return p;
+			}
+		}
 		return realloc_move(p, usable_size_call(p, "realloc"), size);
 	}
 	if (pg && pg->state == PG_SLAB) {
@@ -926,6 +950,8 @@ static void *aligned_alloc_core(size_t align, size_t size)
 			struct kmem_cache *s = &pcpm_caches[c];
 			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
+				if (!p && unlikely(pcpm_secure) && !pcpm_vg)
+					p = tcache_secure_pop(c);
 				if (!p)
 					p = tcache_alloc_slow(c);
 				if (!p)

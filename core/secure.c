@@ -25,21 +25,13 @@ static PCPM_COLD __attribute__((noreturn)) void overflow(const char *call, const
 	pcpm_fatal("%s(): heap overflow past the end of %p", call, p);
 }
 
-void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
+/* Sampling of the full junk check: a per-thread countdown, so no shared cache line. */
+static __thread unsigned junk_sample __attribute__((tls_model("initial-exec")));
+
+/* Bytes of a freed slot that hold junk: the whole slot up to SECURE_JUNK_MAX. */
+static inline size_t junk_end(size_t slot)
 {
-	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
-	 * bytes, so the rest is whole words: OR the differences, test once (vectorises) */
-	const uint64_t *w = (const uint64_t *)p + 2;
-	uint64_t diff = 0;
-	for (size_t i = 0; i < slot / 8 - 2; i++)
-		diff |= w[i] ^ (0x0101010101010101ULL * SECURE_JUNK);
-	if (unlikely(diff))
-		pcpm_fatal("%s(): write after free in %p", call, p);
-	char *end = (char *)p + slot - SECURE_TRAILER;
-	memset((char *)p + n, canary_byte(), (size_t)(end - ((char *)p + n)));
-	uint64_t t = trailer_of(p, n);
-	memcpy(end, &t, sizeof(t));
-	return p;
+	return slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX;
 }
 
 size_t secure_small_size(const void *p, size_t slot, const char *call)
@@ -52,33 +44,72 @@ size_t secure_small_size(const void *p, size_t slot, const char *call)
 	return n;
 }
 
+/*
+ * The canary is checked at its first and its last 8 bytes only (unaligned loads, overlapping
+ * when it is shorter than 16): an overflow running on from the end of the block always hits
+ * the first, one that skips ahead to the end of the slot or page the last.  A canary shorter
+ * than 8 bytes ends on a word boundary (slots are multiples of 16, pages of 4096): it is the
+ * top bytes of the word before `to`, checked and written with a mask.
+ */
+static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of a word */
+{
+	return ~0ULL << (8 * (8 - len));
+}
+
+static inline void check_canary(const void *p, const char *from, const char *to, const char *call)
+{
+	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a, b;
+	size_t len = (size_t)(to - from);
+	if (likely(len >= 8)) {
+		memcpy(&a, from, 8);
+		memcpy(&b, to - 8, 8);
+		if (unlikely((a ^ cw) | (b ^ cw)))
+			overflow(call, p);
+	} else if (len && !((uintptr_t)to & 7)) {
+		memcpy(&a, to - 8, 8);
+		if (unlikely((a ^ cw) & canary_mask(len)))
+			overflow(call, p);
+	} else {
+		for (const char *q = from; q < to; q++)
+			if (unlikely((uint8_t)*q != (uint8_t)cw))
+				overflow(call, p);
+	}
+}
+
+static inline void fill_canary(char *from, char *to)
+{
+	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a;
+	size_t len = to > from ? (size_t)(to - from) : 0;
+	if (likely(len >= 8)) {
+		memcpy(from, &cw, 8);
+		memcpy(to - 8, &cw, 8);
+	} else if (len && !((uintptr_t)to & 7)) {
+		uint64_t m = canary_mask(len);
+		memcpy(&a, to - 8, 8);
+		a = (a & ~m) | (cw & m);
+		memcpy(to - 8, &a, 8);
+	} else {
+		for (char *q = from; q < to; q++)
+			*q = (char)cw;
+	}
+}
+
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
 {
-	uint8_t c = canary_byte();
-	const char *q = from;
-	for (; q < to && ((uintptr_t)q & 7); q++)
-		if (unlikely((uint8_t)*q != c))
-			overflow(call, p);
-	uint64_t cw = 0x0101010101010101ULL * c, diff = 0;
-	for (; q + 8 <= to; q += 8) /* whole words: OR the differences, test once */
-		diff |= *(const uint64_t *)q ^ cw;
-	for (; q < to; q++)
-		diff |= (uint8_t)*q ^ c;
-	if (unlikely(diff))
-		overflow(call, p);
+	check_canary(p, from, to, call);
 }
 
 void secure_fill_canary(char *from, char *to)
 {
-	if (to > from)
-		memset(from, canary_byte(), (size_t)(to - from));
+	fill_canary(from, to);
 }
 
 void secure_free_small(void *p, size_t slot, const char *call)
 {
 	size_t n = secure_small_size(p, slot, call);
-	secure_check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
-	memset((char *)p + 16, SECURE_JUNK, slot - 16);
+	check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
+	if (slot > 16)
+		memset((char *)p + 16, SECURE_JUNK, junk_end(slot) - 16);
 }
 
 uint64_t secure_random(void)
@@ -114,4 +145,41 @@ void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
 	}
 	head->freelist = next;
 	head->carved = (uint16_t)objects;
+}
+
+void secure_resize_small(void *p, size_t slot, size_t n, const char *call)
+{
+	char *end = (char *)p + slot - SECURE_TRAILER;
+	size_t old = secure_small_size(p, slot, call);
+	check_canary(p, (char *)p + old, end, call);
+	fill_canary((char *)p + n, end);
+	uint64_t t = trailer_of(p, n);
+	memcpy(end, &t, sizeof(t));
+}
+
+void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
+{
+	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
+	 * bytes, so the junk is whole words.  Every reuse checks words 2 and 3 (right after
+	 * the link, where a dangling pointer's stale fields sit) and the last junk word; one
+	 * reuse in SECURE_JUNK_SAMPLE per thread checks them all (OR the differences, test
+	 * once: vectorises) */
+	const uint64_t *w = (const uint64_t *)p;
+	const uint64_t jw = 0x0101010101010101ULL * SECURE_JUNK;
+	size_t nw = junk_end(slot) / 8;
+	if (nw > 2) {
+		uint64_t diff = (w[2] ^ jw) | (w[nw - 1] ^ jw) | (w[nw > 3 ? 3 : 2] ^ jw);
+		if (unlikely(++junk_sample >= SECURE_JUNK_SAMPLE)) {
+			junk_sample = 0;
+			for (size_t i = 3; i < nw - 1; i++)
+				diff |= w[i] ^ jw;
+		}
+		if (unlikely(diff))
+			pcpm_fatal("%s(): write after free in %p", call, p);
+	}
+	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
+	fill_canary(from, end);
+	uint64_t t = trailer_of(p, n);
+	memcpy(end, &t, sizeof(t));
+	return p;
 }

@@ -46,8 +46,8 @@ void pcpm_tcache_init(void)
 
 /* Secure mode's per-thread stacks: small, so freed blocks do not stay junk-filled in a
  * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
-#define SECURE_CACHE_CAP 16
-#define SECURE_BATCH 8
+#define SECURE_CACHE_CAP 32
+#define SECURE_BATCH 16
 
 unsigned tcache_fbatch(void)
 {
@@ -190,6 +190,18 @@ void tcache_free_slow(void *p, unsigned cls)
 static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
+	struct tcache_bin *sb = &tc->sbins[cls];
+	if (unlikely(pcpm_secure) && likely(sb->avail && sb->avail <= SECURE_CACHE_CAP && !pcpm_sig_depth &&
+					     tc->state == TC_ACTIVE)) {
+		/* secure mode, room on the thread's own stack: checks, junk, push */
+		secure_free_small(p, pcpm_class_size[cls], "free");
+		fl_store(p, sb->head);
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		sb->head = p;
+		sb->avail--;
+		tc->free_calls++;
+		return;
+	}
 	if (unlikely(pcpm_secure))
 		secure_free_small(p, pcpm_class_size[cls], "free");
 	if (unlikely(pcpm_sig_depth)) {
@@ -199,7 +211,6 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	}
 	tcache_ensure();
 	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
-		struct tcache_bin *sb = &tc->sbins[cls];
 		if (!sb->avail)
 			flush_stack(tc, sb, cls, SECURE_BATCH);
 		fl_store(p, sb->head);

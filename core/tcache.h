@@ -53,6 +53,7 @@ static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 }
 
 void *tcache_alloc_slow(unsigned cls);
+
 void tcache_free_slow(void *p, unsigned cls);
 
 /* Pushes a validated object; false when the stack is full or the cache is not active. */
@@ -98,6 +99,25 @@ extern __thread int pcpm_inside __attribute__((tls_model("initial-exec"))) PCPM_
 		atomic_signal_fence(memory_order_seq_cst);                                         \
 		pcpm_inside = pcpm_was_inside_;                                                    \
 	} while (0)
+
+/*
+ * PCPMALLOC_SECURE: pops an object of class cls from the thread's secure-mode stack (sbins);
+ * NULL when it is empty, the cache is not active or a signal handler runs (the caller then
+ * takes the full slow path).  The caller arms the object (secure_arm_small).
+ */
+static inline void *tcache_secure_pop(unsigned cls)
+{
+	struct tcache *tc = &pcpm_tc;
+	struct tcache_bin *b = &tc->sbins[cls];
+	void *p = b->head;
+	if (!p || pcpm_sig_depth || tc->state != TC_ACTIVE)
+		return NULL;
+	b->head = fl_decode(p, "malloc");
+	b->avail++;
+	((uintptr_t *)p)[1] = 0;
+	tc->malloc_calls++;
+	return p;
+}
 
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */
