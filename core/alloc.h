@@ -3,7 +3,7 @@
  * -> arena), with pcpm_ names so the core can be linked into tests as a normal library;
  * preload/ exports them under the standard names.
  *
- * Sizes are bytes.  Every result is 16-byte aligned (8 KiB+ requests are page aligned).
+ * Sizes are bytes.  Every result is 16-byte aligned (16 KiB+ requests are page aligned).
  * Sizes up to 16 KiB come from slab size classes through the thread cache, larger ones are
  * page runs from the pcp/zone, above 4 MiB a mapping of their own.  Errors follow glibc:
  * NULL with errno = ENOMEM for impossible sizes or exhausted memory, EINVAL for bad
@@ -91,8 +91,10 @@ struct pcpm_mallinfo {
 };
 void pcpm_mallinfo(struct pcpm_mallinfo *mi);
 
-/* Initialisation (idempotent) and fork handlers (pthread_atfork). */
-void pcpm_init(void);
+/* Initialisation (idempotent) and fork handlers (pthread_atfork).  pcpm_init() is false
+ * when memory for the allocator's own metadata cannot be mapped (the caller fails with
+ * ENOMEM; a later call tries again). */
+bool pcpm_init(void);
 void pcpm_fork_prepare(void);
 void pcpm_fork_parent(void);
 void pcpm_fork_child(void);

@@ -37,10 +37,14 @@ struct region *pcpm_region_of(const void *p)
 	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
 }
 
-/* Publishes (or with r == NULL clears) the granules of [base, base+len). */
-void pcpm_map_set(const void *base, size_t len, struct region *r)
+/* Publishes (r), clears (r == NULL) or only prepares (publish false) the granules of
+ * [base, base+len).  False when a leaf is needed and metadata cannot be mapped. */
+static bool map_update(const void *base, size_t len, struct region *r, bool publish)
 {
 	uintptr_t a = (uintptr_t)base;
+	bool ok = true;
+	if ((a + len - 1) >> 47 || a + len - 1 < a)
+		return false; /* past the user address space (a growth in place that cannot be) */
 	pcpm_lock(&map_lock);
 	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
 		/* A compare-exchange of NULL with NULL reads the root entry with a write: the
@@ -50,14 +54,31 @@ void pcpm_map_set(const void *base, size_t len, struct region *r)
 		atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &leaf, NULL,
 							memory_order_relaxed, memory_order_relaxed);
 		if (!leaf) {
+			if (publish && !r)
+				continue; /* nothing to clear */
 			leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
-			if (!leaf)
-				pcpm_fatal("out of memory for the page map");
+			if (!leaf) {
+				ok = false;
+				break;
+			}
 			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
 		}
-		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
+		if (publish)
+			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
+					      memory_order_release);
 	}
 	pcpm_unlock(&map_lock);
+	return ok;
+}
+
+bool pcpm_map_reserve(const void *base, size_t len)
+{
+	return map_update(base, len, NULL, false);
+}
+
+bool pcpm_map_set(const void *base, size_t len, struct region *r)
+{
+	return map_update(base, len, r, true);
 }
 
 static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
@@ -235,7 +256,13 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
 	vg_fresh(a->base + c, len);
-	pcpm_map_set(a->base + c, len, a->region);
+	if (!pcpm_map_set(a->base + c, len, a->region)) {
+		/* no metadata for the map: the chunk stays committed but unused; a later
+		 * grow commits it again */
+		pcpm_map_set(a->base + c, len, NULL);
+		errno = e;
+		return NULL;
+	}
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);
 	return first;
 }
@@ -246,7 +273,9 @@ void *pcpm_meta_alloc(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	pcpm_lock(&meta_lock);
-	if (meta_cur + len > meta_end) {
+	/* (a difference, not meta_cur + len: before the first chunk both are NULL, and
+	 * NULL + len is undefined behaviour that UBSan reports) */
+	if ((size_t)(meta_end - meta_cur) < len) {
 		size_t chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
 		size_t guard = pcpm_cfg.secure ? PAGE_SIZE : 0; /* secure: a guard page each side */
 		char *p = pcpm_os_map(chunk + 2 * guard, PAGE_SIZE);

@@ -124,7 +124,15 @@ struct region {
 };
 
 struct region *pcpm_region_of(const void *p);
-void pcpm_map_set(const void *base, size_t len, struct region *r);
+/*
+ * Radix map updates for the granules of [base, base+len).  pcpm_map_reserve allocates the
+ * leaves the range needs (false when metadata cannot be mapped: out of memory), after which
+ * pcpm_map_set on that range cannot fail; pcpm_map_set with r == NULL clears and never
+ * allocates.  pcpm_map_set with a region on an unreserved range returns false when a leaf
+ * cannot be had (the granules set so far stay set: clear them).
+ */
+bool pcpm_map_reserve(const void *base, size_t len);
+bool pcpm_map_set(const void *base, size_t len, struct region *r);
 /* Signal-handler variants: trylock only; false / NULL when a lock is taken (or, for the
  * map, a new radix leaf would be needed). */
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r);

@@ -74,10 +74,10 @@ static void print_configuration(void)
 	pcpm_write_stderr(b, n);
 }
 
-void pcpm_init(void)
+bool pcpm_init(void)
 {
 	if (likely(atomic_load_explicit(&init_done, memory_order_acquire)))
-		return;
+		return true;
 	pcpm_lock(&init_lock);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
@@ -86,7 +86,12 @@ void pcpm_init(void)
 		huge_base_mask = pcpm_vg ? (uintptr_t)1 << 63 : 0;
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
-		pcpm_pcp_init();
+		/* the one step that can fail (out of memory): nothing before it needs undoing,
+		 * so a later call simply starts over */
+		if (!pcpm_pcp_init()) {
+			pcpm_unlock(&init_lock);
+			return false;
+		}
 		pcpm_slab_init();
 		pcpm_tcache_init();
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
@@ -97,6 +102,7 @@ void pcpm_init(void)
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
 	pcpm_unlock(&init_lock);
+	return true;
 }
 
 void pcpm_bad_pointer(const char *call, const void *p)
@@ -228,7 +234,7 @@ static void huge_shrink(struct region *r, size_t len)
 	pcpm_os_unmap(huge_base(r) + len, r->len - len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
 	r->len = len;
-	pcpm_map_set(huge_base(r), len, r);
+	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
 static void *huge_alloc(size_t size, size_t align)
@@ -306,7 +312,12 @@ fresh:;
 	r->next_free = NULL;
 	if (pcpm_secure)
 		huge_secure_arm(r, size);
-	pcpm_map_set(p, len, r);
+	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
+		pcpm_map_set(p, len, NULL);
+		pcpm_os_unmap(p, len);
+		pcpm_region_free(r);
+		return NULL;
+	}
 	atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
 	return p;
@@ -422,13 +433,16 @@ static void huge_cache_decay(uint64_t now)
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
 		pcpm_unlock(&huge_lock);
-		if (!pcpm_os_purge(huge_base(r), r->len))
+		if (pcpm_os_purge(huge_base(r), r->len))
+			r->dirty = 0; /* else it stays dirty: calloc must clear it */
+		else
 			pcpm_verbose("purge: madvise of a cached %zu KiB mapping failed: errno %d",
 				     r->len >> 10, pcpm_purge_errno);
-		r->dirty = 0;
 		pcpm_lock(&huge_lock);
 		if (!huge_cache[i]) {
 			huge_cache[i] = r;
+			if (r->dirty)
+				huge_cached_bytes += r->len;
 			r = NULL;
 		}
 		pcpm_unlock(&huge_lock);
@@ -451,14 +465,19 @@ static void *huge_realloc(struct region *r, size_t size)
 		return huge_base(r);
 	char *old = huge_base(r);
 	size_t oldlen = r->len;
-	void *p = mremap(old, oldlen, len, 0);
-	if (p == MAP_FAILED) {
+	/* the map's leaves for the new range first: publishing it below then cannot fail */
+	void *p = pcpm_map_reserve(old, len) ? pcpm_os_remap(old, oldlen, len, NULL) : NULL;
+	if (!p) {
 		/* move: into an aligned reservation, so the pages are moved, not copied */
 		char *dst = pcpm_os_reserve(len, HUGE_ALIGN);
 		if (!dst)
 			return NULL;
-		p = mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-		if (p == MAP_FAILED) {
+		if (!pcpm_map_reserve(dst, len)) {
+			pcpm_os_unmap(dst, len);
+			return NULL;
+		}
+		p = pcpm_os_remap(old, oldlen, len, dst);
+		if (!p) {
 			pcpm_os_unmap(dst, len);
 			return NULL;
 		}
@@ -467,7 +486,7 @@ static void *huge_realloc(struct region *r, size_t size)
 		pcpm_map_set(old, oldlen, NULL);
 	huge_set_base(r, p);
 	r->len = len;
-	pcpm_map_set(p, len, r);
+	(void)pcpm_map_set(p, len, r); /* reserved above: cannot fail */
 	if (len > oldlen)
 		atomic_fetch_add_explicit(&huge_bytes, len - oldlen, memory_order_relaxed);
 	else
@@ -670,7 +689,10 @@ static void *__malloc_slow(size_t n)
 {
 	if (unlikely(pcpm_sig_depth))
 		return malloc_nested(n, 0);
-	pcpm_init();
+	if (unlikely(!pcpm_init())) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
@@ -904,7 +926,10 @@ static void *__aligned_alloc_pow2(size_t align, size_t size)
 		return pcpm_malloc(size);
 	if (unlikely(pcpm_sig_depth))
 		return malloc_nested(size, align);
-	pcpm_init();
+	if (unlikely(!pcpm_init())) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	void *p = aligned_alloc_core(align, size);
 	if (unlikely(pcpm_vg) && p)
 		pcpm_vg_alloced(p, size, raw_usable(p), false);
@@ -1005,7 +1030,10 @@ int pcpm_trim(size_t pad)
 {
 	(void)pad;
 	PCPM_INSIDE_BEGIN();
-	pcpm_init();
+	if (!pcpm_init()) {
+		PCPM_INSIDE_END();
+		return 0;
+	}
 	if (unlikely(pcpm_vg))
 		pcpm_vg_quarantine_drain(vg_release);
 	tcache_flush_all(&pcpm_tc);

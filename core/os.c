@@ -53,9 +53,43 @@ void pcpm_unlock_wake(pcpm_lock_t *l)
 	futex(&l->v, FUTEX_WAKE, 1);
 }
 
+#ifdef PCPM_FAULT_INJECT
+/*
+ * Out-of-memory injection, compiled into test builds only (meson's pcpcore_test library):
+ * after pcpm_fault_after more calls of mmap/mprotect/mremap/madvise, the next
+ * pcpm_fault_count calls fail (-1: all of them) as the kernel fails them when memory or
+ * address space runs out.  pcpm_fault_after < 0 disables it.  munmap never fails here.
+ */
+_Atomic long pcpm_fault_after = -1, pcpm_fault_count, pcpm_fault_hits;
+
+static bool fault(int err)
+{
+	if (atomic_load_explicit(&pcpm_fault_after, memory_order_relaxed) < 0)
+		return false;
+	if (atomic_fetch_sub_explicit(&pcpm_fault_after, 1, memory_order_relaxed) > 0)
+		return false;
+	atomic_store_explicit(&pcpm_fault_after, 0, memory_order_relaxed);
+	long c = atomic_load_explicit(&pcpm_fault_count, memory_order_relaxed);
+	if (c == 0) {
+		atomic_store_explicit(&pcpm_fault_after, -1, memory_order_relaxed);
+		return false;
+	}
+	if (c > 0)
+		atomic_fetch_sub_explicit(&pcpm_fault_count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pcpm_fault_hits, 1, memory_order_relaxed);
+	errno = err;
+	return true;
+}
+#define FAULT(err) unlikely(fault(err))
+#else
+#define FAULT(err) false
+#endif
+
 void *pcpm_os_reserve(size_t len, size_t align)
 {
 	size_t over = len + (align > PAGE_SIZE ? align : 0);
+	if (FAULT(ENOMEM))
+		return NULL;
 	char *p = mmap(NULL, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -76,12 +110,16 @@ bool pcpm_os_guard(void *p, size_t len)
 
 bool pcpm_os_commit(void *p, size_t len)
 {
+	if (FAULT(ENOMEM))
+		return false;
 	return mprotect(p, len, PROT_READ | PROT_WRITE) == 0;
 }
 
 void *pcpm_os_map(size_t len, size_t align)
 {
 	size_t over = len + (align > PAGE_SIZE ? align : 0);
+	if (FAULT(ENOMEM))
+		return NULL;
 	char *p = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
@@ -100,10 +138,19 @@ void pcpm_os_unmap(void *p, size_t len)
 	munmap(p, len);
 }
 
+void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst)
+{
+	if (FAULT(ENOMEM))
+		return NULL;
+	void *p = dst ? mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+		      : mremap(old, oldlen, len, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 bool pcpm_os_purge(void *p, size_t len)
 {
 	int e = errno;
-	bool ok = madvise(p, len, MADV_DONTNEED) == 0;
+	bool ok = !FAULT(EAGAIN) && madvise(p, len, MADV_DONTNEED) == 0;
 	if (!ok)
 		pcpm_purge_errno = errno;
 	errno = e;

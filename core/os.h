@@ -83,17 +83,27 @@ static inline void pcpm_lock_reset(pcpm_lock_t *l)
  * pcpm_os_reserve: PROT_NONE, not committed (no swap/overcommit charge); NULL on failure.
  * pcpm_os_commit: make [p, p+len) read/write; false on failure (ENOMEM).
  * pcpm_os_map: a committed read/write anonymous mapping aligned to align; NULL on failure.
- * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after);
- *   false when madvise failed (the pages stay resident; the caller may report it).
+ * pcpm_os_remap: mremap [old, old+oldlen) to len bytes, in place (dst NULL) or moved onto
+ *   the reservation at dst; the new address, NULL on failure (the old mapping stays).
+ * pcpm_os_purge: give the pages back to the kernel (MADV_DONTNEED: they read as zero after).
+ *   False when madvise failed (EAGAIN, or EINVAL on mlock'ed pages): the pages keep their
+ *   contents, so the caller must not treat them as zeroed (and may report it).  errno is
+ *   preserved.
  */
 void *pcpm_os_reserve(size_t len, size_t align);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
+void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst);
 bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
 /* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
 bool pcpm_os_guard(void *p, size_t len);
+
+#ifdef PCPM_FAULT_INJECT
+/* Test builds only (os.c): make the Nth and following VM calls fail. */
+extern _Atomic long pcpm_fault_after, pcpm_fault_count, pcpm_fault_hits;
+#endif
 
 /*
  * pcpm_os_bind_node: mbind(2) [p, p+len) (page aligned) to the kernel's node os_node, by raw

@@ -91,9 +91,12 @@ static void set_sizes(struct per_cpu_pages *pcp, const struct pcpm_size_out *sz)
 static struct per_cpu_pages *zone_pageset_alloc(struct zone *z)
 {
 	size_t n = (size_t)pcpm_nr_cpus;
-	struct per_cpu_pages *set = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages));
-	if (!set)
+	/* metadata is 64-byte aligned; the pagesets want their own 256 bytes each (no false
+	 * sharing with a neighbour's adjacent-line prefetch), so align the array up */
+	char *raw = pcpm_meta_alloc(n * sizeof(struct per_cpu_pages) + 255);
+	if (!raw)
 		return NULL;
+	struct per_cpu_pages *set = (struct per_cpu_pages *)ALIGN_UP((uintptr_t)raw, 256);
 	uint64_t now = pcpm_now_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct per_cpu_pages *pcp = &set[i];
@@ -108,18 +111,19 @@ static struct per_cpu_pages *zone_pageset_alloc(struct zone *z)
 	return set;
 }
 
-void pcpm_pcp_init(void)
+bool pcpm_pcp_init(void)
 {
 	size_t n = (size_t)pcpm_nr_cpus;
 	pcpm_pcp = zone_pageset_alloc(&pcpm_zone);
 	pcpm_cpu_node = pcpm_meta_alloc(n); /* zeroed: every CPU on node 0 until discovery */
 	if (!pcpm_pcp || !pcpm_cpu_node)
-		pcpm_fatal("cannot allocate %zu per-CPU pagesets", n);
+		return false;
 	pcpm_zone.per_cpu_pageset = pcpm_pcp;
 	if (pcpm_cfg.cpu_source == CPU_RSEQ && &__rseq_size && &__rseq_offset && __rseq_size >= 8) {
 		rseq_cpu_off = __rseq_offset + 4;
 		use_rseq = true;
 	}
+	return true;
 }
 
 bool pcp_uses_rseq(void)

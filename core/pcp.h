@@ -68,8 +68,9 @@ static inline int pcp_cpu_node(unsigned cpu)
 	return nid < atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire) ? nid : 0;
 }
 
-/* Sizes the pcps from the topology and allocates node 0's; once, at init. */
-void pcpm_pcp_init(void);
+/* Sizes the pcps from the topology and allocates node 0's; once, at init.  False when their
+ * metadata cannot be mapped (out of memory: init fails with ENOMEM and is retried later). */
+bool pcpm_pcp_init(void);
 
 /*
  * Brings up one zone per NUMA node: zones 1..nr_nodes-1 get their pcps (sized like node 0's),

@@ -247,6 +247,10 @@ void tcache_count_slow(bool is_free)
  * class ends that stack's walk) and is bounded by the capacity.  Registry lock held, so no
  * cache goes away meanwhile; cold path (the free mark matched).
  */
+#ifdef __SANITIZE_THREAD__ /* TSan test builds only (-Dsanitize=thread): the walk races on
+			    * purpose, so it is not instrumented (test/tsan.supp) */
+__attribute__((no_sanitize_thread))
+#endif
 static bool tcache_in_other_cache(const void *p, unsigned cls)
 {
 	bool found = false;

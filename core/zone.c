@@ -464,15 +464,23 @@ static void purge_block_desc(struct page *pg, unsigned order)
 		(void)pcpm_os_purge(pg + DESC_PER_PAGE, (n - DESC_PER_PAGE) * sizeof(struct page));
 }
 
-/* madvise the isolated blocks (no lock), then free them back clean. */
-static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now)
+/*
+ * madvise the isolated blocks (no lock), then free them back clean.  A block whose madvise
+ * failed (EAGAIN, mlock'ed pages) keeps its contents, so it goes back dirty - calloc must
+ * not take it for zeroed - and *failed tells the caller to stop this pass rather than
+ * isolate the same block again and again.
+ */
+static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now, bool *failed)
 {
 	size_t bytes = 0;
 	for (unsigned i = 0; i < iso->n; i++) {
-		if (!pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i]))
+		if (!pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i])) {
 			pcpm_verbose("purge: madvise(%p, %lu KiB, MADV_DONTNEED) failed: errno %d",
 				     (void *)page_address(iso->pg[i]), (PAGE_SIZE << iso->order[i]) >> 10,
 				     pcpm_purge_errno);
+			*failed = true;
+			continue;
+		}
 		purge_block_desc(iso->pg[i], iso->order[i]);
 		iso->pg[i]->flags &= ~PG_DIRTY;
 		bytes += PAGE_SIZE << iso->order[i];
@@ -493,6 +501,7 @@ size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
 	size_t bytes = 0;
 	unsigned done = 0;
 	struct isolated iso;
+	bool failed = false;
 	zone_lock(z);
 	z->purge_runs++;
 	for (;;) {
@@ -500,9 +509,9 @@ size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
 		zone_unlock(z);
 		if (!iso.n)
 			break;
-		bytes += purge_isolated(z, &iso, now);
+		bytes += purge_isolated(z, &iso, now, &failed);
 		done += iso.n;
-		if (max_blocks && done >= max_blocks)
+		if (failed || (max_blocks && done >= max_blocks))
 			break;
 		zone_lock(z);
 	}
@@ -558,7 +567,10 @@ void zone_balance_dirty(struct zone *z)
 		zone_unlock(z);
 		if (!iso.n)
 			return;
-		purge_isolated(z, &iso, now);
+		bool failed = false;
+		purge_isolated(z, &iso, now, &failed);
+		if (failed)
+			return;
 		zone_lock(z);
 	}
 }

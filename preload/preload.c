@@ -132,8 +132,8 @@ EXPORT struct mallinfo mallinfo(void)
 
 EXPORT void malloc_stats(void)
 {
-	pcpm_init();
-	pcpm_stats_print();
+	if (pcpm_init()) /* (false: out of memory before the first block; nothing to print) */
+		pcpm_stats_print();
 }
 
 /* glibc's options are accepted and ignored (1 = success, as glibc answers for a known
@@ -157,14 +157,19 @@ EXPORT const char *pcpmalloc_version(void)
 
 EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
 {
-	pcpm_init();
+	if (!pcpm_init()) { /* out of memory before the first block: no counters yet */
+		if (len)
+			buf[0] = 0;
+		return 0;
+	}
 	return pcpm_stats_json(buf, len);
 }
 
 EXPORT long long pcpmalloc_stat(const char *name)
 {
 	struct pcpm_stats s;
-	pcpm_init();
+	if (!pcpm_init())
+		return -1;
 	pcpm_stats_read(&s);
 #define X(n)                                                                                       \
 	if (strcmp(name, #n) == 0)                                                                 \
