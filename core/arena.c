@@ -101,10 +101,21 @@ static void *meta_alloc_try(size_t len)
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 {
 	uintptr_t a = (uintptr_t)base;
-	if (!pcpm_trylock(&map_lock))
-		return false;
+	uintptr_t g0 = a >> GRANULE_SHIFT, g1 = (a + len - 1) >> GRANULE_SHIFT;
+	/* When every leaf exists, the stores need no lock: the granules of a new mapping are
+	 * its own (the kernel gave the range to nobody else), and map_lock only guards the
+	 * creation of leaves.  So a handler that interrupted a map_lock holder still maps. */
+	bool have_leaves = true;
+	for (uintptr_t g = g0; have_leaves && g <= g1; g++)
+		have_leaves = atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire) != NULL;
+	bool locked = false;
+	if (!have_leaves) {
+		if (!pcpm_trylock(&map_lock))
+			return false;
+		locked = true;
+	}
 	bool ok = true;
-	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
 			continue;
 		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
@@ -113,19 +124,55 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 		else
 			ok = false;
 	}
-	for (uintptr_t g = a >> GRANULE_SHIFT; ok && g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		struct region *_Atomic *leaf =
-			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed);
+			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire);
 		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
 	}
-	pcpm_unlock(&map_lock);
+	if (locked)
+		pcpm_unlock(&map_lock);
 	return ok;
+}
+
+/* Region structs for signal handlers that find meta_lock taken (kernel-pcp.md §12.2: a nested
+ * allocation must not wait): claimed and given back with one atomic bit each, no lock. */
+#define NESTED_REGIONS 64
+static struct region nested_regions[NESTED_REGIONS];
+static _Atomic uint64_t nested_regions_used;
+
+static struct region *nested_region_claim(void)
+{
+	uint64_t used = atomic_load_explicit(&nested_regions_used, memory_order_relaxed);
+	while (~used) {
+		unsigned i = (unsigned)__builtin_ctzll(~used);
+		if (atomic_compare_exchange_weak_explicit(&nested_regions_used, &used, used | (1ULL << i),
+							  memory_order_acquire, memory_order_relaxed)) {
+			memset(&nested_regions[i], 0, sizeof(nested_regions[i]));
+			return &nested_regions[i];
+		}
+	}
+	return NULL;
+}
+
+bool pcpm_region_in_pool(const struct region *r)
+{
+	return r >= nested_regions && r < nested_regions + NESTED_REGIONS;
+}
+
+/* true when r came from nested_region_claim (and is now given back) */
+static bool nested_region_release(struct region *r)
+{
+	if (r < nested_regions || r >= nested_regions + NESTED_REGIONS)
+		return false;
+	atomic_fetch_and_explicit(&nested_regions_used, ~(1ULL << (r - nested_regions)),
+				  memory_order_release);
+	return true;
 }
 
 struct region *pcpm_region_new_try(void)
 {
 	if (!pcpm_trylock(&meta_lock))
-		return NULL;
+		return nested_region_claim();
 	struct region *r = region_free_list;
 	if (r)
 		region_free_list = r->next_free;
@@ -134,7 +181,8 @@ struct region *pcpm_region_new_try(void)
 		memset(r, 0, sizeof(*r));
 		return r;
 	}
-	return meta_alloc_try(sizeof(struct region));
+	r = meta_alloc_try(sizeof(struct region));
+	return r ? r : nested_region_claim();
 }
 
 struct page *pcpm_page_of_slow(const void *p)
@@ -313,6 +361,8 @@ struct region *pcpm_region_new(void)
 
 void pcpm_region_free(struct region *r)
 {
+	if (nested_region_release(r))
+		return;
 	pcpm_lock(&meta_lock);
 	r->next_free = region_free_list;
 	region_free_list = r;

@@ -133,10 +133,15 @@ struct region *pcpm_region_of(const void *p);
  */
 bool pcpm_map_reserve(const void *base, size_t len);
 bool pcpm_map_set(const void *base, size_t len, struct region *r);
-/* Signal-handler variants: trylock only; false / NULL when a lock is taken (or, for the
- * map, a new radix leaf would be needed). */
+/* Signal-handler variants, never waiting on a lock.  pcpm_map_set_try stores without a lock
+ * when the range's radix leaves exist, else trylocks map_lock (false when it is taken or no
+ * leaf can be had).  pcpm_region_new_try falls back to a static pool of 64 structs claimed
+ * with an atomic bit when meta_lock is taken (NULL when all 64 are in use);
+ * pcpm_region_free gives those back to the pool. */
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r);
 struct region *pcpm_region_new_try(void);
+/* true when r is one of that pool's structs (its release needs no lock) */
+bool pcpm_region_in_pool(const struct region *r);
 
 struct page *pcpm_page_of_slow(const void *p);
 

@@ -187,8 +187,20 @@ static void huge_drain_deferred(void)
 	}
 }
 
+static inline char *huge_base(const struct region *r);
+
 static void huge_free_nested(struct region *r)
 {
+	/* A mapping whose region struct came from the lock-free pool goes at once: its radix
+	 * leaves exist (no map_lock) and the pool takes the struct back with one atomic op, so
+	 * a handler that keeps interrupting a lock holder does not run the pool dry. */
+	if (pcpm_region_in_pool(r) && pcpm_map_set_try(huge_base(r), r->len, NULL)) {
+		pcpm_os_unmap(huge_base(r), r->len);
+		atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+		pcpm_region_free(r);
+		return;
+	}
 	r->next_free = (struct region *)HUGE_DEFERRED;
 	struct region *h = atomic_load_explicit(&huge_deferred, memory_order_relaxed);
 	do
