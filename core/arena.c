@@ -122,19 +122,24 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 	return ok;
 }
 
-struct region *pcpm_region_new_try(void)
+/* Called with meta_lock held, drops it: a zeroed region from the free list, or NULL. */
+static struct region *region_pop_unlock(void)
 {
-	if (!pcpm_trylock(&meta_lock))
-		return NULL;
 	struct region *r = region_free_list;
 	if (r)
 		region_free_list = r->next_free;
 	pcpm_unlock(&meta_lock);
-	if (r) {
+	if (r)
 		memset(r, 0, sizeof(*r));
-		return r;
-	}
-	return meta_alloc_try(sizeof(struct region));
+	return r;
+}
+
+struct region *pcpm_region_new_try(void)
+{
+	if (!pcpm_trylock(&meta_lock))
+		return NULL;
+	struct region *r = region_pop_unlock();
+	return r ? r : meta_alloc_try(sizeof(struct region));
 }
 
 struct page *pcpm_page_of_slow(const void *p)
@@ -300,15 +305,8 @@ void *pcpm_meta_alloc(size_t len)
 struct region *pcpm_region_new(void)
 {
 	pcpm_lock(&meta_lock);
-	struct region *r = region_free_list;
-	if (r)
-		region_free_list = r->next_free;
-	pcpm_unlock(&meta_lock);
-	if (r) {
-		memset(r, 0, sizeof(*r));
-		return r;
-	}
-	return pcpm_meta_alloc(sizeof(struct region));
+	struct region *r = region_pop_unlock();
+	return r ? r : pcpm_meta_alloc(sizeof(struct region));
 }
 
 void pcpm_region_free(struct region *r)

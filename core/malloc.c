@@ -227,6 +227,18 @@ static inline void huge_set_base(struct region *r, char *p)
 	r->base = (char *)((uintptr_t)p ^ huge_base_mask);
 }
 
+/* Describes a fresh mapping of len bytes at p, for a request of size bytes, in region r. */
+static void huge_region_init(struct region *r, char *p, size_t len, size_t size)
+{
+	r->kind = REGION_HUGE;
+	huge_set_base(r, p);
+	r->len = len;
+	r->dirty = 0; /* fresh anonymous memory reads as zero */
+	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
+}
+
 /* Shrinks a mapping in place to len bytes (len < r->len). */
 static void huge_shrink(struct region *r, size_t len)
 {
@@ -305,13 +317,7 @@ fresh:;
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	r->kind = REGION_HUGE;
-	huge_set_base(r, p);
-	r->len = len;
-	r->dirty = 0; /* fresh anonymous memory reads as zero */
-	r->next_free = NULL;
-	if (pcpm_secure)
-		huge_secure_arm(r, size);
+	huge_region_init(r, p, len, size);
 	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
 		pcpm_map_set(p, len, NULL);
 		pcpm_os_unmap(p, len);
@@ -338,13 +344,7 @@ static void *huge_alloc_nested(size_t size, size_t align)
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	r->kind = REGION_HUGE;
-	huge_set_base(r, p);
-	r->len = len;
-	r->dirty = 0;
-	r->next_free = NULL;
-	if (pcpm_secure)
-		huge_secure_arm(r, size);
+	huge_region_init(r, p, len, size);
 	if (!pcpm_map_set_try(p, len, r)) {
 		pcpm_os_unmap(p, len);
 		return NULL; /* the region struct is lost (64 bytes; freeing it needs meta_lock) */
