@@ -814,8 +814,6 @@ void *pcpm_realloc(void *p, size_t size)
 
 static void *__realloc(void *p, size_t size)
 {
-	if (unlikely(pcpm_vg))
-		return vg_realloc(p, size);
 	if (!p)
 		return pcpm_malloc(size);
 	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
@@ -826,6 +824,8 @@ static void *__realloc(void *p, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (unlikely(pcpm_vg))
+		return vg_realloc(p, size);
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
 		/* a small block stays when its slot still fits (canary and trailer checked and
@@ -1235,19 +1235,10 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 
-/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness. */
+/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness.  p is not
+ * NULL and 0 < size <= PTRDIFF_MAX (__realloc checked). */
 static void *vg_realloc(void *p, size_t size)
 {
-	if (!p)
-		return pcpm_malloc(size);
-	if (size == 0) {
-		pcpm_free_call(p, "realloc");
-		return NULL;
-	}
-	if (unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	struct page *pg = pcpm_page_of(p);
 	size_t usable = vg_block_usable(p, pg);
 	if (!usable)
