@@ -98,7 +98,7 @@ static struct pcpm_tunable_doc docs[NTUNABLES];
 
 /* Where each value in force came from (for PCPMALLOC_VERBOSE's block). */
 enum { SRC_DEFAULT = 0, SRC_ENV, SRC_REJECTED };
-static unsigned char src[NTUNABLES];
+static unsigned char src[NTUNABLES] PCPM_HOT;
 static const char *rejected[NTUNABLES]; /* the environment's text, when rejected */
 
 static bool parse_int(const char *s, long *out)

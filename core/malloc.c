@@ -19,7 +19,7 @@
 static void huge_cache_decay(uint64_t now);
 
 static pcpm_lock_t init_lock PCPM_HOT = PCPM_LOCK_INIT;
-static uintptr_t huge_base_mask; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
+static uintptr_t huge_base_mask PCPM_HOT; /* 0, or 1 << 63 in memcheck mode (see huge_base) */
 static _Atomic int init_done PCPM_HOT;
 
 /*
@@ -1151,6 +1151,7 @@ void pcpm_fork_child(void)
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
 	tcache_fork_child();
+	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
 	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();

@@ -334,12 +334,29 @@ void pcpm_fatal(const char *fmt, ...)
 	abort();
 }
 
+/* One getrandom gives two values: the second is kept for the next call (start-up draws the
+ * slab and tcache keys back to back: one system call fewer).  Each value is handed out once
+ * (exchange); a fork child drops it (pcpm_random_fork_child) so as not to share it. */
+static _Atomic uint64_t spare PCPM_HOT;
+
 uint64_t pcpm_random64(void)
 {
-	uint64_t r = 0;
+	uint64_t r = atomic_exchange_explicit(&spare, 0, memory_order_relaxed);
+	if (r)
+		return r;
+	uint64_t two[2] = { 0, 0 };
 	int e = errno;
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+	if (getrandom(two, sizeof(two), GRND_NONBLOCK) == sizeof(two)) {
+		atomic_store_explicit(&spare, two[1] | 1, memory_order_relaxed);
+		r = two[0];
+	} else {
 		r = pcpm_now_ns() ^ ((uintptr_t)&r << 16) ^ (uint64_t)getpid() << 40;
+	}
 	errno = e;
 	return r | 1;
+}
+
+void pcpm_random_fork_child(void)
+{
+	atomic_store_explicit(&spare, 0, memory_order_relaxed);
 }

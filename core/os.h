@@ -151,5 +151,7 @@ void pcpm_write_stderr(const char *buf, size_t n);
 
 /* A per-process random 64-bit value (getrandom, falling back to clock and address bits). */
 uint64_t pcpm_random64(void);
+/* In the child after fork(): forgets the value pcpm_random64 kept (the parent keeps it). */
+void pcpm_random_fork_child(void);
 
 #endif

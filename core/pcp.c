@@ -294,7 +294,7 @@ static void expire_remote_pcp(struct zone *z, struct per_cpu_pages *pcp, unsigne
 	drain_chunked(z, pcp, MIN(pcp->count, pcp->batch), 0);
 }
 
-void (*pcpm_periodic_hook)(uint64_t now_ms);
+void (*pcpm_periodic_hook)(uint64_t now_ms) PCPM_HOT;
 
 void pcp_periodic(uint64_t now)
 {

@@ -3,7 +3,7 @@
  * and free paths of mm/page_alloc.c: rmqueue_pcplist, nr_pcp_alloc, free_frozen_page_commit,
  * nr_pcp_high, nr_pcp_free, free_pcppages_bulk, decay_pcp_high, drain_pages_zone).
  *
- * One pcp per possible CPU caches free blocks of orders 0..PAGE_ALLOC_COSTLY_ORDER (3) in
+ * One pcp per CPU slot (pcpm_nr_cpus, see topology.h) caches free blocks of orders 0..3 in
  * LIFO lists.  The current CPU comes from glibc's rseq area (one load), else sched_getcpu.
  * The owning thread takes the pcp lock with a trylock; when that fails (another thread on the
  * same CPU was preempted while holding it, or a remote decay/drain holds it) the request goes

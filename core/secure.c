@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-int pcpm_secure;
+int pcpm_secure PCPM_HOT;
 
 static inline uint8_t canary_byte(void)
 {

@@ -13,7 +13,7 @@
 struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
 uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
-uintptr_t pcpm_link_key;
+uintptr_t pcpm_link_key PCPM_HOT;
 
 void pcpm_freelist_corrupt(const char *call, const void *pos)
 {

@@ -17,8 +17,8 @@ uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
 
 static pthread_key_t tc_key PCPM_HOT;
-static pcpm_lock_t registry_lock = PCPM_LOCK_INIT;
-static struct tcache *registry;
+static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
+static struct tcache *registry PCPM_HOT;
 /* counters of caches that are gone (thread exit) and of calls made without a cache */
 static struct {
 	uint64_t malloc_calls, free_calls, refills, flushes, large_allocs;

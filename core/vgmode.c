@@ -4,7 +4,7 @@
 #include "vgmode.h"
 #include "config.h"
 
-bool pcpm_vg;
+bool pcpm_vg PCPM_HOT;
 #ifdef PCPM_HAVE_VALGRIND
 static bool on_memcheck; /* pcpm_vg under memcheck, not forced outside it */
 #endif

@@ -16,7 +16,7 @@
 
 _Atomic int pcpm_vmstat_idle;
 _Atomic int pcpm_vmstat_running;
-int pcpm_vmstat_wanted;
+int pcpm_vmstat_wanted PCPM_HOT;
 static pcpm_lock_t start_lock = PCPM_LOCK_INIT;
 
 /* Is there anything to decay (high above high_min, pages above high) or to purge? */

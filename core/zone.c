@@ -87,8 +87,37 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
  * Commits the next chunk of the current arena (or a new arena) and adds it to
  * free_area[MAX_PAGE_ORDER] in address order, so low addresses are used first.
  */
+/*
+ * The zone's first MAX_PAGE_ORDER block goes to the buddy in pieces, as the kernel's
+ * deferred struct page init (deferred_grow_zone) initialises memory as it is needed: an
+ * order-ZONE_YOUNG_ORDER block at its start, then its buddies of orders ZONE_YOUNG_ORDER,
+ * ZONE_YOUNG_ORDER + 1, ... MAX_PAGE_ORDER - 1, each when the free lists run dry.  Splitting the
+ * whole block at the first refill wrote the heads at +64, +128, +256, +512 pages: 4 pages
+ * of descriptors, 4 page faults in every process, that a shell never needs.
+ */
+static void zone_release(struct zone *z, struct page *pg, unsigned order)
+{
+	set_buddy(pg, order, 0, (uint8_t)z->arena->idx);
+	pg->freed_ms = 0;
+	add_free(z, pg, order, true);
+	z->managed_pages += 1UL << order;
+}
+
 static bool zone_grow(struct zone *z)
 {
+	if (z->young_off) {
+		/* merged with its free buddies like a freed block: once all pieces are in and
+		 * free, the block is whole again (not counted as a free: pgfree_zone) */
+		size_t off = z->young_off;
+		unsigned order = (unsigned)__builtin_ctzl(off);
+		struct page *pg = z->young + off;
+		pg->arena = (uint8_t)z->arena->idx;
+		z->managed_pages += 1UL << order;
+		__free_one_page(z, pg, order, 0);
+		z->pgfree_zone -= 1UL << order;
+		z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
+		return true;
+	}
 	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
 	/* A young zone grows by what it has (4, 4, 8, 16, 32 MiB, then the full step): each
 	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
@@ -135,8 +164,18 @@ static bool zone_grow(struct zone *z)
 		}
 	}
 	size_t n = chunk >> PAGE_SHIFT;
-	z->managed_pages += n;
 	z->zone_grow++;
+	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages) {
+		zone_release(z, first, ZONE_YOUNG_ORDER);
+		z->young = first;
+		z->young_off = 1UL << ZONE_YOUNG_ORDER;
+		first += 1UL << MAX_PAGE_ORDER;
+		n -= 1UL << MAX_PAGE_ORDER;
+		for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER)
+			zone_release(z, first + i, MAX_PAGE_ORDER);
+		return true;
+	}
+	z->managed_pages += n;
 	if (unlikely(pcpm_vg) && first == z->arena->desc) {
 		/* memcheck mode: the arena header points at page 0; a block there would never
 		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form. */
@@ -189,7 +228,8 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 /* Resident memory first, then clean, then grow the zone. */
 struct page *__rmqueue(struct zone *z, unsigned order)
 {
-	for (int tries = 0; tries < 2; tries++) {
+	/* 2 tries, and one more for each deferred piece (zone_grow) */
+	for (int tries = 0; tries < 3 + MAX_PAGE_ORDER - ZONE_YOUNG_ORDER; tries++) {
 		struct page *pg = __rmqueue_smallest(z, order, FREE_DIRTY);
 		if (!pg)
 			pg = __rmqueue_smallest(z, order, FREE_CLEAN);

@@ -15,6 +15,9 @@
 
 #define MAX_PAGE_ORDER 10 /* 4 MiB blocks */
 #define NR_PAGE_ORDERS (MAX_PAGE_ORDER + 1)
+/* The first MAX_PAGE_ORDER block of a zone goes to its buddy as an order-ZONE_YOUNG_ORDER
+ * block and then the buddies of it, each when needed (zone_grow in zone.c). */
+#define ZONE_YOUNG_ORDER 6
 
 /*
  * Free blocks of one order, on two lists by residency (PG_DIRTY): allocation takes resident
@@ -44,7 +47,11 @@ struct zone {
 	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
 	struct free_area free_area[NR_PAGE_ORDERS];
 	struct arena *arena;	/* arena being grown */
-	size_t managed_pages;	/* pages committed into this zone */
+	size_t managed_pages;	/* pages committed into this zone and given to its buddy */
+	/* The first block's pages not yet given to the buddy (deferred_grow_zone): from
+	 * young + young_off to the end of that MAX_PAGE_ORDER block; off 0: none. */
+	struct page *young;
+	size_t young_off;
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */

@@ -32,8 +32,8 @@ struct user_handler {
 	_Atomic(void *) fn; /* sa_handler or sa_sigaction as given */
 	_Atomic int flags;  /* the program's sa_flags */
 };
-static struct user_handler handlers[NSIG];
-static pcpm_lock_t table_lock = PCPM_LOCK_INIT;
+static struct user_handler handlers[NSIG] PCPM_HOT; /* sh installs handlers: no page of its own */
+static pcpm_lock_t table_lock PCPM_HOT = PCPM_LOCK_INIT;
 
 /* The executable segments of libpcpmalloc.so, from its own program headers (the linker's
  * __ehdr_start is this object's ELF header): computed on first use, no call made. */

@@ -32,7 +32,8 @@ struct pcpm_cpu_cache {
 	int node_os;		 /* the kernel's number of that node (mbind); -1 when unknown */
 };
 
-/* Possible CPUs (pcp slots) and the CPUs this process may run on. */
+/* pcp slots (the highest CPU id of the affinity mask at start-up, + 1; the possible CPUs
+ * when the mask cannot be read) and the CPUs this process may run on. */
 extern int pcpm_nr_cpus;
 extern int pcpm_nr_online;
 /* 0 provisional, 1 discovered with hwloc, -1 discovery failed or off. */

@@ -103,8 +103,31 @@ int main(void)
 	owner = calloc(1UL << 24, 1);
 	unsigned long long seed = 42;
 
-	/* splitting one 4 MiB block gives one free block per lower order */
+	/* the zone's first 4 MiB block goes in as an order-ZONE_YOUNG_ORDER block (the rest
+	 * deferred): splitting it gives one free block per lower order, none above */
 	struct page *p0 = zone_alloc_pages(z, 0);
+	CHECK(p0);
+	live[nlive++] = (struct blk){ p0, 1, 0, 0 };
+	mark(p0, 1, 1);
+	live_pages = 1;
+	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
+		CHECK_EQ(z->free_area[o].nr_free, o < ZONE_YOUNG_ORDER ? 1 : 0);
+	CHECK_EQ(z->managed_pages, 1UL << ZONE_YOUNG_ORDER);
+	check_invariants(z);
+	/* an order the free lists lack brings in the deferred pieces, merged with the free
+	 * ones: with p0 freed, the block is whole again */
+	struct page *big = zone_alloc_pages(z, MAX_PAGE_ORDER - 1);
+	CHECK(big);
+	CHECK_EQ(z->managed_pages, 1UL << MAX_PAGE_ORDER);
+	CHECK_EQ(z->young_off, 0);
+	zone_free_pages(z, big, MAX_PAGE_ORDER - 1);
+	free_live(z, 0);
+	live_pages = 0;
+	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free, 1);
+	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
+		CHECK_EQ(z->free_area[o].nr_free, 0);
+	/* and a 4 MiB block splits as the kernel's does: one free block per lower order */
+	p0 = zone_alloc_pages(z, 0);
 	CHECK(p0);
 	live[nlive++] = (struct blk){ p0, 1, 0, 0 };
 	mark(p0, 1, 1);
