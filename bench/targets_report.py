@@ -31,6 +31,12 @@ def sane(what, x):
     return True
 
 
+def no_figures(problem, heading, why):
+    """Records problem for the summary; returns the section: heading, then 'No figures' + why."""
+    problems.append(problem)
+    return f'{heading}\n\nNo figures{why}'
+
+
 def read(d, name):
     p = os.path.join(d, name)
     return open(p).read() if os.path.exists(p) else None
@@ -54,8 +60,8 @@ def yes(ok):
 def t1(d):
     txt = read(d, 'fastpath.txt')
     if not txt:
-        problems.append('target 1: no bench/fastpath output')
-        return '## Target 1: fast path\n\nNo figures: ' + (read(d, 'fastpath.err') or '').strip()
+        return no_figures('target 1: no bench/fastpath output', '## Target 1: fast path',
+                          ': ' + (read(d, 'fastpath.err') or '').strip())
     lines = [l.split() for l in txt.splitlines() if l.strip()]
     head = lines[0][1:]
     rows, ok = [], True
@@ -93,8 +99,7 @@ def load_suite(d, name):
 def t23(d):
     ld = load_suite(d, 'suite.json')
     if not ld:
-        problems.append('target 2/3: no suite.json')
-        return '## Targets 2 and 3: suite\n\nNo figures (see suite.err).'
+        return no_figures('target 2/3: no suite.json', '## Targets 2 and 3: suite', ' (see suite.err).')
     j, res = ld
     allocs = [a for a in ALLOCS if all(a in res[w] for w in res)]
     rows_t, rows_m = [], []
@@ -148,8 +153,7 @@ def t23(d):
 def t4(d):
     ld = load_suite(d, 'pc.json')
     if not ld:
-        problems.append('target 4: no pc.json')
-        return '## Target 4: producer/consumer\n\nNo figures (see pc.err).'
+        return no_figures('target 4: no pc.json', '## Target 4: producer/consumer', ' (see pc.err).')
     j, res = ld
     rows, ok = [], True
     for w, byal in res.items():
@@ -172,8 +176,7 @@ def t4(d):
 def t5(d):
     p = os.path.join(d, 'scaling.csv')
     if not os.path.exists(p):
-        problems.append('target 5: no scaling.csv')
-        return '## Target 5: scaling\n\nNo figures (see scaling.err).'
+        return no_figures('target 5: no scaling.csv', '## Target 5: scaling', ' (see scaling.err).')
     med = {}
     for r in csv.DictReader(open(p)):
         med.setdefault((r['allocator'], int(r['threads'])), []).append(float(r['ops_per_s'] or 0))
@@ -204,8 +207,7 @@ def t5(d):
 def t6(d):
     txt = read(d, 'return.txt')
     if not txt:
-        problems.append('target 6: no wl-return output')
-        return '## Target 6: memory returned\n\nNo figures.'
+        return no_figures('target 6: no wl-return output', '## Target 6: memory returned', '.')
     rows = []
     ok = {}
     for line in txt.splitlines():

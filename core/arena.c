@@ -162,26 +162,32 @@ bool pcpm_region_in_pool(const struct region *r)
 /* true when r came from nested_region_claim (and is now given back) */
 static bool nested_region_release(struct region *r)
 {
-	if (r < nested_regions || r >= nested_regions + NESTED_REGIONS)
+	if (!pcpm_region_in_pool(r))
 		return false;
 	atomic_fetch_and_explicit(&nested_regions_used, ~(1ULL << (r - nested_regions)),
 				  memory_order_release);
 	return true;
 }
 
-struct region *pcpm_region_new_try(void)
+/* Called with meta_lock held, drops it: a zeroed region from the free list, or NULL. */
+static struct region *region_pop_unlock(void)
 {
-	if (!pcpm_trylock(&meta_lock))
-		return nested_region_claim();
 	struct region *r = region_free_list;
 	if (r)
 		region_free_list = r->next_free;
 	pcpm_unlock(&meta_lock);
-	if (r) {
+	if (r)
 		memset(r, 0, sizeof(*r));
-		return r;
-	}
-	r = meta_alloc_try(sizeof(struct region));
+	return r;
+}
+
+struct region *pcpm_region_new_try(void)
+{
+	if (!pcpm_trylock(&meta_lock))
+		return nested_region_claim();
+	struct region *r = region_pop_unlock();
+	if (!r)
+		r = meta_alloc_try(sizeof(struct region));
 	return r ? r : nested_region_claim();
 }
 
@@ -348,15 +354,8 @@ void *pcpm_meta_alloc(size_t len)
 struct region *pcpm_region_new(void)
 {
 	pcpm_lock(&meta_lock);
-	struct region *r = region_free_list;
-	if (r)
-		region_free_list = r->next_free;
-	pcpm_unlock(&meta_lock);
-	if (r) {
-		memset(r, 0, sizeof(*r));
-		return r;
-	}
-	return pcpm_meta_alloc(sizeof(struct region));
+	struct region *r = region_pop_unlock();
+	return r ? r : pcpm_meta_alloc(sizeof(struct region));
 }
 
 void pcpm_region_free(struct region *r)

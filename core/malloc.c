@@ -239,6 +239,18 @@ static inline void huge_set_base(struct region *r, char *p)
 	r->base = (char *)((uintptr_t)p ^ huge_base_mask);
 }
 
+/* Describes a fresh mapping of len bytes at p, for a request of size bytes, in region r. */
+static void huge_region_init(struct region *r, char *p, size_t len, size_t size)
+{
+	r->kind = REGION_HUGE;
+	huge_set_base(r, p);
+	r->len = len;
+	r->dirty = 0; /* fresh anonymous memory reads as zero */
+	r->next_free = NULL;
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
+}
+
 /* Shrinks a mapping in place to len bytes (len < r->len). */
 static void huge_shrink(struct region *r, size_t len)
 {
@@ -317,13 +329,7 @@ fresh:;
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	r->kind = REGION_HUGE;
-	huge_set_base(r, p);
-	r->len = len;
-	r->dirty = 0; /* fresh anonymous memory reads as zero */
-	r->next_free = NULL;
-	if (pcpm_secure)
-		huge_secure_arm(r, size);
+	huge_region_init(r, p, len, size);
 	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
 		pcpm_map_set(p, len, NULL);
 		pcpm_os_unmap(p, len);
@@ -350,13 +356,7 @@ static void *huge_alloc_nested(size_t size, size_t align)
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	r->kind = REGION_HUGE;
-	huge_set_base(r, p);
-	r->len = len;
-	r->dirty = 0;
-	r->next_free = NULL;
-	if (pcpm_secure)
-		huge_secure_arm(r, size);
+	huge_region_init(r, p, len, size);
 	if (!pcpm_map_set_try(p, len, r)) {
 		pcpm_os_unmap(p, len);
 		return NULL; /* the region struct is lost (64 bytes; freeing it needs meta_lock) */
@@ -826,8 +826,6 @@ void *pcpm_realloc(void *p, size_t size)
 
 static void *__realloc(void *p, size_t size)
 {
-	if (unlikely(pcpm_vg))
-		return vg_realloc(p, size);
 	if (!p)
 		return pcpm_malloc(size);
 	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
@@ -838,6 +836,8 @@ static void *__realloc(void *p, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (unlikely(pcpm_vg))
+		return vg_realloc(p, size);
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
 		/* a small block stays when its slot still fits (canary and trailer checked and
@@ -1248,19 +1248,10 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 
-/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness. */
+/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness.  p is not
+ * NULL and 0 < size <= PTRDIFF_MAX (__realloc checked). */
 static void *vg_realloc(void *p, size_t size)
 {
-	if (!p)
-		return pcpm_malloc(size);
-	if (size == 0) {
-		pcpm_free_call(p, "realloc");
-		return NULL;
-	}
-	if (unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	struct page *pg = pcpm_page_of(p);
 	size_t usable = vg_block_usable(p, pg);
 	if (!usable)

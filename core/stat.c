@@ -60,6 +60,16 @@ static void put(struct out *o, const char *fmt, ...)
 		o->pos += (size_t)n;
 }
 
+long long pcpm_stats_get(const struct pcpm_stats *s, const char *name)
+{
+#define X(n)                                                                                       \
+	if (strcmp(name, #n) == 0)                                                                 \
+		return (long long)s->n;
+	PCPM_COUNTERS(X)
+#undef X
+	return -1;
+}
+
 size_t pcpm_stats_json(char *buf, size_t len)
 {
 	struct pcpm_stats s;

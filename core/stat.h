@@ -53,6 +53,10 @@ struct pcpm_stats {
 /* Sums every layer's counters into *s (zeroed first).  Racy reads; thread-safe. */
 void pcpm_stats_read(struct pcpm_stats *s);
 
+/* The counter called name (a key of PCPM_COUNTERS) in *s; -1 for an unknown name.  Backs
+ * pcpmalloc_stat(). */
+long long pcpm_stats_get(const struct pcpm_stats *s, const char *name);
+
 /* JSON object (see pcpmalloc.h); returns the length needed, like snprintf. */
 size_t pcpm_stats_json(char *buf, size_t len);
 

@@ -187,6 +187,17 @@ void tcache_free_slow(void *p, unsigned cls)
 	PCPM_INSIDE_END();
 }
 
+/* Secure mode: pushes the freed block p (already checked) on the thread's stack sb, which
+ * has room; marks it free with the key. */
+static inline void secure_push(struct tcache *tc, struct tcache_bin *sb, void *p)
+{
+	fl_store(p, sb->head);
+	((uintptr_t *)p)[1] = pcpm_free_key;
+	sb->head = p;
+	sb->avail--;
+	tc->free_calls++;
+}
+
 static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
@@ -195,11 +206,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 					     tc->state == TC_ACTIVE)) {
 		/* secure mode, room on the thread's own stack: checks, junk, push */
 		secure_free_small(p, pcpm_class_size[cls], "free");
-		fl_store(p, sb->head);
-		((uintptr_t *)p)[1] = pcpm_free_key;
-		sb->head = p;
-		sb->avail--;
-		tc->free_calls++;
+		secure_push(tc, sb, p);
 		return;
 	}
 	if (unlikely(pcpm_secure))
@@ -213,11 +220,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
 		if (!sb->avail)
 			flush_stack(tc, sb, cls, SECURE_BATCH);
-		fl_store(p, sb->head);
-		((uintptr_t *)p)[1] = pcpm_free_key;
-		sb->head = p;
-		sb->avail--;
-		tc->free_calls++;
+		secure_push(tc, sb, p);
 		return;
 	}
 	if (tc->state != TC_ACTIVE) {

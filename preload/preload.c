@@ -171,12 +171,7 @@ EXPORT long long pcpmalloc_stat(const char *name)
 	if (!pcpm_init())
 		return -1;
 	pcpm_stats_read(&s);
-#define X(n)                                                                                       \
-	if (strcmp(name, #n) == 0)                                                                 \
-		return (long long)s.n;
-	PCPM_COUNTERS(X)
-#undef X
-	return -1;
+	return pcpm_stats_get(&s, name);
 }
 
 /*

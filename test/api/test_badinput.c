@@ -25,110 +25,6 @@ extern char **environ;
 
 /* --- Running a case in a child ----------------------------------------------------------- */
 
-static int report_fd = -1;
-
-/* Tells the parent which pointer the child misuses next. */
-static void report_pointer(const void *p)
-{
-	char buf[64];
-	int n = snprintf(buf, sizeof(buf), "%p\n", p);
-	ssize_t w = write(report_fd, buf, (size_t)n);
-	(void)w;
-}
-
-struct result {
-	int status;
-	char err[8192]; /* stderr of the child */
-	size_t err_len;
-	char ptr[64]; /* what report_pointer wrote */
-};
-
-/* Reads both pipes to EOF (a child that hangs is killed by its alarm). */
-static void drain(int err_fd, int ptr_fd, struct result *r)
-{
-	struct pollfd pf[2] = {{.fd = err_fd, .events = POLLIN}, {.fd = ptr_fd, .events = POLLIN}};
-	size_t ptr_len = 0;
-	int open_fds = 2;
-	while (open_fds > 0) {
-		int rc = poll(pf, 2, 30000);
-		CHECKF(rc > 0, "%s", rc == 0 ? "child silent for 30 s" : strerror(errno));
-		for (int i = 0; i < 2; i++) {
-			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			char *dst = i == 0 ? r->err + r->err_len : r->ptr + ptr_len;
-			size_t room = i == 0 ? sizeof(r->err) - 1 - r->err_len
-					     : sizeof(r->ptr) - 1 - ptr_len;
-			char scratch[256];
-			ssize_t n = read(pf[i].fd, room ? dst : scratch, room ? room : sizeof(scratch));
-			if (n <= 0) {
-				close(pf[i].fd);
-				pf[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			if (room) {
-				if (i == 0)
-					r->err_len += (size_t)n;
-				else
-					ptr_len += (size_t)n;
-			}
-		}
-	}
-	r->err[r->err_len] = '\0';
-	r->ptr[ptr_len] = '\0';
-}
-
-static void run_child(void (*fn)(void), struct result *r)
-{
-	int err_pipe[2], ptr_pipe[2];
-	CHECK(pipe(err_pipe) == 0 && pipe(ptr_pipe) == 0);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		/* No core files for the expected aborts; no hang either. */
-		struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		signal(SIGALRM, SIG_DFL);
-		alarm(20);
-		close(err_pipe[0]);
-		close(ptr_pipe[0]);
-		dup2(err_pipe[1], 2);
-		close(err_pipe[1]);
-		report_fd = ptr_pipe[1];
-		fn();
-		/* Misuse that was not caught. */
-		static const char msg[] = "test: misuse returned normally\n";
-		ssize_t w = write(2, msg, sizeof(msg) - 1);
-		(void)w;
-		_exit(99);
-	}
-	close(err_pipe[1]);
-	close(ptr_pipe[1]);
-	memset(r, 0, sizeof(*r));
-	drain(err_pipe[0], ptr_pipe[0], r);
-	CHECK(waitpid(pid, &r->status, 0) == pid);
-}
-
-/* Counts the lines of text that start with prefix; returns the first in *first. */
-static int lines_starting(const char *text, const char *prefix, const char **first)
-{
-	int n = 0;
-	*first = NULL;
-	for (const char *line = text; line && *line;) {
-		if (strncmp(line, prefix, strlen(prefix)) == 0) {
-			if (!*first)
-				*first = line;
-			n++;
-		}
-		line = strchr(line, '\n');
-		if (line)
-			line++;
-	}
-	return n;
-}
-
 static void describe_status(int status, char *buf, size_t len)
 {
 	if (WIFSIGNALED(status))
@@ -146,14 +42,15 @@ static int failures;
  * every case. */
 static void expect_abort(const char *name, void (*fn)(void), const char *prefix)
 {
-	struct result *r = malloc(sizeof(*r));
+	struct tu_child_result *r = malloc(sizeof(*r));
 	CHECK(r != NULL);
-	run_child(fn, r);
+	/* 99: misuse that was not caught */
+	tu_run_child(fn, r, 99, "test: misuse returned normally\n");
 	char why[512] = "";
 	char st[128];
 	describe_status(r->status, st, sizeof(st));
 	const char *line;
-	int n = lines_starting(r->err, "pcpmalloc: ", &line);
+	int n = tu_lines_starting(r->err, "pcpmalloc: ", &line);
 	if (!WIFSIGNALED(r->status) || WTERMSIG(r->status) != SIGABRT) {
 		snprintf(why, sizeof(why), "child %s, want SIGABRT", st);
 	} else if (n != 1) {
@@ -189,7 +86,7 @@ static void free_interior_small(void)
 {
 	char *p = malloc(64);
 	memset(p, 1, 64);
-	report_pointer(p + 16);
+	tu_report_pointer(p + 16);
 	free(tu_opaque_ptr(p + 16));
 }
 
@@ -197,7 +94,7 @@ static void free_interior_large(void)
 {
 	char *p = malloc(100000);
 	memset(p, 1, 100000);
-	report_pointer(p + 4096);
+	tu_report_pointer(p + 4096);
 	free(tu_opaque_ptr(p + 4096));
 }
 
@@ -207,7 +104,7 @@ static void double_free_tcache(void)
 	void *p = malloc(64);
 	memset(p, 2, 64);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 	free(keep);
 }
@@ -228,7 +125,7 @@ static void double_free_after_flush(void)
 	free(p);
 	for (int i = 0; i < N; i++)
 		free(others[i]);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 	free(keep_before);
 	free(keep_after);
@@ -239,7 +136,7 @@ static void double_free_large(void)
 	void *p = malloc(256 * TU_KIB);
 	memset(p, 4, 256 * TU_KIB);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -248,7 +145,7 @@ static void double_free_huge(void)
 	void *p = malloc(16 * TU_MIB);
 	memset(p, 4, TU_MIB);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -256,7 +153,7 @@ static void realloc_interior(void)
 {
 	char *p = malloc(64);
 	memset(p, 5, 64);
-	report_pointer(p + 16);
+	tu_report_pointer(p + 16);
 	void *q = realloc(tu_opaque_ptr(p + 16), 100);
 	(void)q;
 }
@@ -265,7 +162,7 @@ static void free_stack(void)
 {
 	char local[64];
 	memset(local, 6, sizeof(local));
-	report_pointer(local);
+	tu_report_pointer(local);
 	free(tu_opaque_ptr(local));
 	/* Keep local alive past the call. */
 	__asm__ volatile("" : : "r"(local) : "memory");
@@ -275,7 +172,7 @@ static char static_array[256];
 
 static void free_static(void)
 {
-	report_pointer(static_array + 16);
+	tu_report_pointer(static_array + 16);
 	free(tu_opaque_ptr(static_array + 16));
 }
 
@@ -285,7 +182,7 @@ static void free_foreign_mmap(void)
 	void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(m != MAP_FAILED);
 	char *p = (char *)m + 65536;
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 

@@ -24,107 +24,17 @@
 #include "testutil.h"
 
 static bool secure;
-static int report_fd = -1;
-
-static void report_pointer(const void *p)
-{
-	char buf[64];
-	int n = snprintf(buf, sizeof(buf), "%p\n", p);
-	ssize_t w = write(report_fd, buf, (size_t)n);
-	(void)w;
-}
-
-struct result {
-	int status;
-	char err[8192];
-	size_t err_len;
-	char ptr[64];
-};
-
-static void drain(int err_fd, int ptr_fd, struct result *r)
-{
-	struct pollfd pf[2] = {{.fd = err_fd, .events = POLLIN}, {.fd = ptr_fd, .events = POLLIN}};
-	size_t ptr_len = 0;
-	int open_fds = 2;
-	while (open_fds > 0) {
-		int rc = poll(pf, 2, 30000);
-		CHECKF(rc > 0, "%s", rc == 0 ? "child silent for 30 s" : strerror(errno));
-		for (int i = 0; i < 2; i++) {
-			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			char *dst = i == 0 ? r->err + r->err_len : r->ptr + ptr_len;
-			size_t room = i == 0 ? sizeof(r->err) - 1 - r->err_len : sizeof(r->ptr) - 1 - ptr_len;
-			char scratch[256];
-			ssize_t n = read(pf[i].fd, room ? dst : scratch, room ? room : sizeof(scratch));
-			if (n <= 0) {
-				close(pf[i].fd);
-				pf[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			if (room)
-				*(i == 0 ? &r->err_len : &ptr_len) += (size_t)n;
-		}
-	}
-	r->err[r->err_len] = '\0';
-	r->ptr[ptr_len] = '\0';
-}
-
-static void run_child(void (*fn)(void), struct result *r)
-{
-	int err_pipe[2], ptr_pipe[2];
-	CHECK(pipe(err_pipe) == 0 && pipe(ptr_pipe) == 0);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		alarm(20);
-		close(err_pipe[0]);
-		close(ptr_pipe[0]);
-		dup2(err_pipe[1], 2);
-		close(err_pipe[1]);
-		report_fd = ptr_pipe[1];
-		fn();
-		_exit(0); /* the bug went unnoticed */
-	}
-	close(err_pipe[1]);
-	close(ptr_pipe[1]);
-	memset(r, 0, sizeof(*r));
-	drain(err_pipe[0], ptr_pipe[0], r);
-	CHECK(waitpid(pid, &r->status, 0) == pid);
-}
-
-static int lines_starting(const char *text, const char *prefix, const char **first)
-{
-	int n = 0;
-	*first = NULL;
-	for (const char *line = text; line && *line;) {
-		if (strncmp(line, prefix, strlen(prefix)) == 0) {
-			if (!*first)
-				*first = line;
-			n++;
-		}
-		line = strchr(line, '\n');
-		if (line)
-			line++;
-	}
-	return n;
-}
-
 enum outcome { CAUGHT, GUARD, NOT_CAUGHT, NOT_FORGED };
 static int failures;
 
 /* Runs fn in a child and checks the outcome; prefix (for CAUGHT) must start the one line. */
 static void expect(const char *name, void (*fn)(void), enum outcome want, const char *prefix)
 {
-	static struct result r;
-	run_child(fn, &r);
+	static struct tu_child_result r;
+	tu_run_child(fn, &r, 0, NULL); /* 0: the bug went unnoticed */
 	char why[512] = "";
 	const char *line;
-	int n = lines_starting(r.err, "pcpmalloc: ", &line);
+	int n = tu_lines_starting(r.err, "pcpmalloc: ", &line);
 	int sig = WIFSIGNALED(r.status) ? WTERMSIG(r.status) : 0;
 	int code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1;
 	if (want == NOT_FORGED) {
@@ -177,7 +87,7 @@ static void df_tcache(void)
 {
 	char *p = malloc(48);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -190,7 +100,7 @@ static void df_slab(void)
 		keep[i] = malloc(48); /* keeps p's slab from being emptied and discarded */
 	free(p);
 	malloc_trim(0);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 	(void)keep;
 }
@@ -218,7 +128,7 @@ static void df_other_cache(void)
 	pthread_barrier_init(&bar, NULL, 2);
 	pthread_create(&t, NULL, holder, p);
 	pthread_barrier_wait(&bar);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 	pthread_barrier_wait(&bar);
 	pthread_join(t, NULL);
@@ -231,7 +141,7 @@ static void df_pcp(void)
 	char *p = malloc(20000);
 	memset(p, 1, 20000);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -241,7 +151,7 @@ static void df_zone(void)
 	char *p = malloc(600 * 1024);
 	memset(p, 1, 4096);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -252,7 +162,7 @@ static void df_zone_merged(void)
 	memset(p, 1, 4096);
 	free(p);
 	malloc_trim(0);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -263,7 +173,7 @@ static void df_large_run(void)
 	memset(p, 1, 4096);
 	p = realloc(p, 300 * 1024);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -272,7 +182,7 @@ static void df_huge(void)
 	char *p = malloc(16 * TU_MIB);
 	memset(p, 1, 4096);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -281,28 +191,28 @@ static void df_huge(void)
 static void inv_stack(void)
 {
 	char local[64];
-	report_pointer(local);
+	tu_report_pointer(local);
 	free(tu_opaque_ptr(local));
 }
 
 static void inv_interior_small(void)
 {
 	char *p = malloc(64);
-	report_pointer(p + 16);
+	tu_report_pointer(p + 16);
 	free(tu_opaque_ptr(p + 16));
 }
 
 static void inv_interior_large(void)
 {
 	char *p = malloc(100000);
-	report_pointer(p + 4096);
+	tu_report_pointer(p + 4096);
 	free(tu_opaque_ptr(p + 4096));
 }
 
 static void inv_interior_huge(void)
 {
 	char *p = malloc(8 * TU_MIB);
-	report_pointer(p + 64);
+	tu_report_pointer(p + 64);
 	free(tu_opaque_ptr(p + 64));
 }
 
@@ -315,7 +225,7 @@ static void overflow_small(size_t by)
 	char *a = malloc(48);
 	char *keep = malloc(48);
 	memset(a, 'A', 48 + by); /* the bug */
-	report_pointer(a);
+	tu_report_pointer(a);
 	free(tu_opaque_ptr(a));
 	(void)keep;
 }
@@ -334,7 +244,7 @@ static void overflow_realloc_1(void)
 	char *a = malloc(48);
 	char *b = realloc(tu_opaque_ptr(a), 40);
 	((volatile char *)tu_opaque_ptr(b))[40] = 'A'; /* the bug */
-	report_pointer(b);
+	tu_report_pointer(b);
 	free(tu_opaque_ptr(b));
 }
 
@@ -343,7 +253,7 @@ static void overflow_large_1(void)
 {
 	char *p = malloc(100000);
 	((volatile char *)tu_opaque_ptr(p))[100000] = 'A';
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 }
 
@@ -351,7 +261,7 @@ static void overflow_large_1(void)
 static void overflow_large_page(void)
 {
 	char *p = malloc(102400);
-	report_pointer(p);
+	tu_report_pointer(p);
 	for (size_t i = 102400; i < 102400 + 8192; i += 512)
 		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
 	free(tu_opaque_ptr(p));
@@ -372,14 +282,14 @@ static void underflow_8(void)
 			usable = secure ? 64 : 48; /* slot size: 48 + trailer -> the 64-byte class */
 			if (v[j] + usable == v[i]) {
 				memset(v[i] - 8, 'U', 8); /* the bug */
-				report_pointer(v[j]);
+				tu_report_pointer(v[j]);
 				for (int k = 0; k < N; k++)
 					free(v[k] == v[j] ? tu_opaque_ptr(v[k]) : v[k]);
 				return;
 			}
 		}
 	}
-	report_pointer(NULL);
+	tu_report_pointer(NULL);
 }
 
 /* Use after free: flips one bit of the free-list link (safe-linking: the link decodes to a
@@ -390,7 +300,7 @@ static void uaf_link(void)
 	char *p = malloc(48);
 	free(a);
 	free(p); /* p on top of the stack, its link is a */
-	report_pointer(p);
+	tu_report_pointer(p);
 	((volatile uintptr_t *)p)[0] ^= 1; /* the bug */
 	void *q = malloc(48);
 	void *r = malloc(48);
@@ -405,7 +315,7 @@ static void uaf_body(void)
 	char *p = malloc(48);
 	free(p);
 	memset(p + 16, 'W', 32); /* the bug */
-	report_pointer(p);
+	tu_report_pointer(p);
 	void *v[N];
 	for (int i = 0; i < N; i++)
 		v[i] = malloc(48); /* reaches p again: LIFO, or somewhere in the slab's random order */
@@ -419,7 +329,7 @@ static void uaf_huge(void)
 {
 	char *p = malloc(8 * TU_MIB);
 	memset(p, 1, 8 * TU_MIB);
-	report_pointer(p);
+	tu_report_pointer(p);
 	free(tu_opaque_ptr(p));
 	((volatile char *)tu_opaque_ptr(p))[4096] = 'W'; /* the bug */
 }
@@ -433,7 +343,7 @@ static void fake_link(void)
 	char *q = malloc(48);
 	free(q);
 	free(p);
-	report_pointer(p);
+	tu_report_pointer(p);
 	((uintptr_t *)p)[0] = (uintptr_t)target; /* the bug: "point malloc at target" */
 	void *a = malloc(48);
 	void *b = malloc(48);

@@ -7,14 +7,7 @@
 set -euo pipefail
 lib=$1
 target=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 # run MODE: memcheck's log in $tmp/MODE.log, the program's stdout in $tmp/MODE.out
 run() {

@@ -72,6 +72,20 @@ struct slot {
 };
 static struct slot to_worker[SLOTS], to_handler[SLOTS];
 
+/* Takes the block a handler left in to_worker[s], if any: checks its contents and frees it.
+ * The length comes with the block (its first word): a handler may refill the slot's n between
+ * our exchange and a load of it. */
+static void take_from_handler(unsigned s, const char *who)
+{
+	uint8_t *p = atomic_exchange(&to_worker[s].p, NULL);
+	if (p) {
+		size_t n;
+		memcpy(&n, p, sizeof(n));
+		check(p + sizeof(n), n - sizeof(n), who);
+		free(p);
+	}
+}
+
 static _Atomic unsigned long handler_runs, handler_allocs, handler_null;
 static _Atomic bool stop;
 
@@ -176,15 +190,7 @@ static void *worker(void *arg)
 		fill(live[i], len[i]);
 		/* blocks the handler gave us */
 		unsigned s = (unsigned)(rng >> 25) % SLOTS;
-		uint8_t *p = atomic_exchange(&to_worker[s].p, NULL);
-		if (p) {
-			/* the length comes with the block: a handler may refill the slot's n
-			 * between our exchange and a load of it */
-			size_t n;
-			memcpy(&n, p, sizeof(n));
-			check(p + sizeof(n), n - sizeof(n), "worker (from handler)");
-			free(p);
-		}
+		take_from_handler(s, "worker (from handler)");
 		if (++worker_ops % 20000 == 0)
 			malloc_trim(0);
 	}
@@ -243,14 +249,8 @@ int main(int argc, char **argv)
 	atomic_store(&stop, true);
 	CHECK(pthread_join(t, NULL) == 0);
 	for (int s = 0; s < SLOTS; s++) {
-		uint8_t *p = atomic_exchange(&to_worker[s].p, NULL);
-		if (p) {
-			size_t n;
-			memcpy(&n, p, sizeof(n));
-			check(p + sizeof(n), n - sizeof(n), "main");
-			free(p);
-		}
-		p = atomic_exchange(&to_handler[s].p, NULL);
+		take_from_handler(s, "main");
+		uint8_t *p = atomic_exchange(&to_handler[s].p, NULL);
 		if (p) {
 			check(p, to_handler[s].n, "main");
 			free(p);

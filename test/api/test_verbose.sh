@@ -7,13 +7,7 @@ set -euo pipefail
 lib=$1
 tunables=$2
 target=$3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() {
-	echo "FAIL: $*"
-	fails=$((fails + 1))
-}
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 # 1. Off: no output on stderr, same stdout.
 LD_PRELOAD=$lib "$target" >"$tmp/off.out" 2>"$tmp/off.err"

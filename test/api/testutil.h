@@ -29,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef __cplusplus
@@ -268,6 +271,125 @@ static inline uint64_t tu_rand(uint64_t *state)
 static inline size_t tu_rand_range(uint64_t *state, size_t lo, size_t hi)
 {
 	return lo + (size_t)(tu_rand(state) % (uint64_t)(hi - lo + 1));
+}
+
+/* --- Death tests: a case runs in a forked child ------------------------------------------
+ * tu_run_child() forks; the child gets no core file, a 20 s alarm, its stderr on one pipe and
+ * tu_report_fd on another, then runs fn.  A case calls tu_report_pointer() with the pointer it
+ * is about to misuse, so that the parent can match it against the "pcpmalloc: " line.  The
+ * parent reads both pipes to EOF and waits for the child's status. */
+
+static int tu_report_fd = -1;
+
+/* Tells the parent (on tu_report_fd) which pointer the child misuses next. */
+static inline void tu_report_pointer(const void *p)
+{
+	char buf[64];
+	int n = snprintf(buf, sizeof(buf), "%p\n", p);
+	ssize_t w = write(tu_report_fd, buf, (size_t)n);
+	(void)w;
+}
+
+struct tu_child_result {
+	int status;     /* from waitpid */
+	char err[8192]; /* stderr of the child, NUL-terminated */
+	size_t err_len;
+	char ptr[64]; /* what tu_report_pointer wrote */
+};
+
+/* Reads both pipes to EOF (a child that hangs is killed by its alarm); fails the test if the
+ * child stays silent for 30 s. */
+static inline void tu_child_drain(int err_fd, int ptr_fd, struct tu_child_result *r)
+{
+	struct pollfd pf[2];
+	pf[0].fd = err_fd;
+	pf[1].fd = ptr_fd;
+	pf[0].events = pf[1].events = POLLIN;
+	size_t ptr_len = 0;
+	int open_fds = 2;
+	while (open_fds > 0) {
+		int rc = poll(pf, 2, 30000);
+		CHECKF(rc > 0, "%s", rc == 0 ? "child silent for 30 s" : strerror(errno));
+		for (int i = 0; i < 2; i++) {
+			if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char *dst = i == 0 ? r->err + r->err_len : r->ptr + ptr_len;
+			size_t room = i == 0 ? sizeof(r->err) - 1 - r->err_len
+					     : sizeof(r->ptr) - 1 - ptr_len;
+			char scratch[256];
+			ssize_t n = read(pf[i].fd, room ? dst : scratch, room ? room : sizeof(scratch));
+			if (n <= 0) {
+				close(pf[i].fd);
+				pf[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			if (room) {
+				if (i == 0)
+					r->err_len += (size_t)n;
+				else
+					ptr_len += (size_t)n;
+			}
+		}
+	}
+	r->err[r->err_len] = '\0';
+	r->ptr[ptr_len] = '\0';
+}
+
+/*
+ * Runs fn in a forked child and fills *r.  When fn returns, the child writes returned_msg (if
+ * not NULL) to its stderr and exits with returned_status.
+ */
+static inline void tu_run_child(void (*fn)(void), struct tu_child_result *r, int returned_status,
+				const char *returned_msg)
+{
+	int err_pipe[2], ptr_pipe[2];
+	CHECK(pipe(err_pipe) == 0 && pipe(ptr_pipe) == 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		/* No core files for the expected aborts; no hang either. */
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(SIGALRM, SIG_DFL);
+		alarm(20);
+		close(err_pipe[0]);
+		close(ptr_pipe[0]);
+		dup2(err_pipe[1], 2);
+		close(err_pipe[1]);
+		tu_report_fd = ptr_pipe[1];
+		fn();
+		if (returned_msg) {
+			ssize_t w = write(2, returned_msg, strlen(returned_msg));
+			(void)w;
+		}
+		_exit(returned_status);
+	}
+	close(err_pipe[1]);
+	close(ptr_pipe[1]);
+	memset(r, 0, sizeof(*r));
+	tu_child_drain(err_pipe[0], ptr_pipe[0], r);
+	CHECK(waitpid(pid, &r->status, 0) == pid);
+}
+
+/* Counts the lines of text that start with prefix; returns the first in *first (or NULL). */
+static inline int tu_lines_starting(const char *text, const char *prefix, const char **first)
+{
+	int n = 0;
+	*first = NULL;
+	for (const char *line = text; line && *line;) {
+		if (strncmp(line, prefix, strlen(prefix)) == 0) {
+			if (!*first)
+				*first = line;
+			n++;
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return n;
 }
 
 /* --- Proof that pcpmalloc is the allocator ------------------------------------------------ */

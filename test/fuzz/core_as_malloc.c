@@ -3,8 +3,6 @@
 #include "pcpmalloc.h"
 #include "stat.h"
 
-#include <string.h>
-
 const char *pcpmalloc_version(void)
 {
 	return PCPM_VERSION;
@@ -26,10 +24,5 @@ long long pcpmalloc_stat(const char *name)
 	if (!pcpm_init())
 		return -1;
 	pcpm_stats_read(&s);
-#define X(n)                                                                                       \
-	if (strcmp(name, #n) == 0)                                                                 \
-		return (long long)s.n;
-	PCPM_COUNTERS(X)
-#undef X
-	return -1;
+	return pcpm_stats_get(&s, name);
 }

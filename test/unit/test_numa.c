@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <linux/mempolicy.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,10 +41,7 @@ static int mempolicy_of(void *p)
 
 int main(void)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+	unit_pin_cpu0();
 
 	pcpm_config_init();
 	pcpm_cfg.decay_ms = 3600000; /* periods pass only when the test says so */

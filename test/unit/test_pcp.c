@@ -9,7 +9,6 @@
 #include "pcp.h"
 #include "topology.h"
 
-#include <sched.h>
 
 static int list_pages(struct per_cpu_pages *pcp)
 {
@@ -25,10 +24,7 @@ static int list_pages(struct per_cpu_pages *pcp)
 
 int main(void)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+	unit_pin_cpu0();
 
 	pcpm_config_init();
 	pcpm_cfg.high_max = 4096;   /* a known ceiling for the arithmetic below */

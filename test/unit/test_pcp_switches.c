@@ -9,7 +9,6 @@
 #include "pcp.h"
 #include "topology.h"
 
-#include <sched.h>
 
 static struct per_cpu_pages *fresh_pcp(void)
 {
@@ -63,10 +62,7 @@ static int frees_until_free_high(struct per_cpu_pages *pcp)
 
 int main(void)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+	unit_pin_cpu0();
 	defaults();
 	pcpm_topology_init();
 	pcpm_zone_init(&pcpm_zone);

@@ -82,6 +82,18 @@ static void free_live(struct zone *z, int i)
 	live[i] = live[--nlive];
 }
 
+/* Allocates a block of order o (naturally aligned), marks it dirty and records it as live. */
+static void alloc_live_order(struct zone *z, unsigned o)
+{
+	struct page *pg = zone_alloc_pages(z, o);
+	CHECK(pg);
+	CHECK_EQ(page_pfn(pg) & ((1UL << o) - 1), 0);
+	pg->flags |= PG_DIRTY;
+	mark(pg, 1UL << o, 1);
+	live_pages += 1UL << o;
+	live[nlive++] = (struct blk){ pg, 1UL << o, 0, o };
+}
+
 int main(void)
 {
 	pcpm_config_init();
@@ -132,13 +144,7 @@ int main(void)
 			unsigned o = (unsigned)((r >> 16) % (MAX_PAGE_ORDER + 1));
 			if (o > 6 && (r >> 30) % 4)
 				o = (unsigned)((r >> 20) % 4); /* mostly small */
-			struct page *pg = zone_alloc_pages(z, o);
-			CHECK(pg);
-			CHECK_EQ(page_pfn(pg) & ((1UL << o) - 1), 0);
-			pg->flags |= PG_DIRTY;
-			mark(pg, 1UL << o, 1);
-			live_pages += 1UL << o;
-			live[nlive++] = (struct blk){ pg, 1UL << o, 0, o };
+			alloc_live_order(z, o);
 		} else {
 			size_t n = 1 + (size_t)((r >> 12) % 700);
 			unsigned al = (unsigned)((r >> 40) % 3);
@@ -200,13 +206,7 @@ int main(void)
 			continue;
 		}
 		unsigned o = (unsigned)((r >> 16) % (MAX_PAGE_ORDER + 1));
-		struct page *pg = zone_alloc_pages(z, o);
-		CHECK(pg);
-		CHECK_EQ(page_pfn(pg) & ((1UL << o) - 1), 0);
-		pg->flags |= PG_DIRTY;
-		mark(pg, 1UL << o, 1);
-		live_pages += 1UL << o;
-		live[nlive++] = (struct blk){ pg, 1UL << o, 0, o };
+		alloc_live_order(z, o);
 		if (step % 53 == 0)
 			check_invariants(z);
 	}

@@ -30,4 +30,18 @@ static inline unsigned long long rnd(unsigned long long *s)
 	*s ^= *s >> 27;
 	return *s * 2685821657736338717ULL;
 }
+
+#ifdef _GNU_SOURCE
+#include <sched.h>
+
+/* Pins the test to CPU 0, so that pcp_cpu() and its pageset stay the same for the whole test
+ * (for the tests that define _GNU_SOURCE: sched_setaffinity). */
+static inline void unit_pin_cpu0(void)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	CHECK(sched_setaffinity(0, sizeof(set), &set) == 0);
+}
+#endif
 #endif
