@@ -189,15 +189,6 @@ void tcache_free_slow(void *p, unsigned cls)
 
 /* Secure mode: pushes the freed block p (already checked) on the thread's stack sb, which
  * has room; marks it free with the key. */
-static inline void secure_push(struct tcache *tc, struct tcache_bin *sb, void *p)
-{
-	fl_store(p, sb->head);
-	((uintptr_t *)p)[1] = pcpm_free_key;
-	sb->head = p;
-	sb->avail--;
-	tc->free_calls++;
-}
-
 static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
@@ -206,7 +197,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 					     tc->state == TC_ACTIVE)) {
 		/* secure mode, room on the thread's own stack: checks, junk, push */
 		secure_free_small(p, pcpm_class_size[cls], "free");
-		secure_push(tc, sb, p);
+		tcache_bin_push(tc, sb, p);
 		return;
 	}
 	if (unlikely(pcpm_secure))
@@ -220,7 +211,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
 		if (!sb->avail)
 			flush_stack(tc, sb, cls, SECURE_BATCH);
-		secure_push(tc, sb, p);
+		tcache_bin_push(tc, sb, p);
 		return;
 	}
 	if (tc->state != TC_ACTIVE) {

@@ -37,19 +37,38 @@ extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")))
 extern uintptr_t pcpm_free_key PCPM_HIDDEN;
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
+/* One stack operation on bin b of tc (bins or sbins): pop needs a non-empty stack, push
+ * room on it; the object's second word holds pcpm_free_key while it is on a stack. */
+static inline __attribute__((always_inline)) void *tcache_bin_pop(struct tcache *tc,
+								  struct tcache_bin *b)
+{
+	void *p = b->head;
+	b->head = fl_decode(p, "malloc");
+	b->avail++;
+	((uintptr_t *)p)[1] = 0;
+	tc->malloc_calls++;
+	return p;
+}
+
+static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache *tc,
+								  struct tcache_bin *b, void *p)
+{
+	uintptr_t key = pcpm_free_key;
+	fl_store(p, b->head);
+	((uintptr_t *)p)[1] = key;
+	b->head = p;
+	b->avail--;
+	tc->free_calls++;
+}
+
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
 static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->bins[cls];
-	void *p = b->head;
-	if (likely(p)) {
-		b->head = fl_decode(p, "malloc");
-		b->avail++;
-		((uintptr_t *)p)[1] = 0;
-		tc->malloc_calls++;
-	}
-	return p;
+	if (likely(b->head))
+		return tcache_bin_pop(tc, b);
+	return NULL;
 }
 
 void *tcache_alloc_slow(unsigned cls);
@@ -62,12 +81,7 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->avail)) {
-		uintptr_t key = pcpm_free_key;
-		fl_store(p, b->head);
-		((uintptr_t *)p)[1] = key;
-		b->head = p;
-		b->avail--;
-		tc->free_calls++;
+		tcache_bin_push(tc, b, p);
 		return true;
 	}
 	return false;
@@ -109,14 +123,9 @@ static inline void *tcache_secure_pop(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->sbins[cls];
-	void *p = b->head;
-	if (!p || pcpm_sig_depth || tc->state != TC_ACTIVE)
+	if (!b->head || pcpm_sig_depth || tc->state != TC_ACTIVE)
 		return NULL;
-	b->head = fl_decode(p, "malloc");
-	b->avail++;
-	((uintptr_t *)p)[1] = 0;
-	tc->malloc_calls++;
-	return p;
+	return tcache_bin_pop(tc, b);
 }
 
 void tcache_setup(void);

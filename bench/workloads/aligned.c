@@ -70,9 +70,7 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "bad options\n"), 2;
 	struct arg a[threads];
 	double dt = wl_run_threads(threads, worker, a, sizeof a[0]);
-	unsigned long long check = 0;
-	for (long i = 0; i < threads; i++)
-		check = check * 31 + a[i].check;
+	unsigned long long check = wl_checksum(a, threads, sizeof a[0], offsetof(struct arg, check));
 	wl_report("aligned", (unsigned long long)threads * ops, check, dt);
 	unsigned long bad = 0;
 	for (int f = 0; f < 3; f++) {

@@ -49,9 +49,7 @@ int main(int argc, char **argv)
 	for (long k = 0; k < slots; k++)
 		free(slot[k]);
 	free(slot);
-	unsigned long long check = 0;
-	for (long i = 0; i < threads; i++)
-		check = check * 31 + a[i].check;
+	unsigned long long check = wl_checksum(a, threads, sizeof a[0], offsetof(struct arg, check));
 	wl_report("larson", (unsigned long long)threads * ops, check, dt);
 	return 0;
 }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,18 @@ static inline double wl_run_threads(long n, void *(*fn)(void *), void *args, siz
 	wl_start_threads(t, n, fn, args, argsize);
 	wl_join_threads(t, n);
 	return wl_now() - t0;
+}
+
+/* The run's checksum: each thread's `unsigned long long` at check_off in its element of args,
+ * folded in thread order (the same for every allocator when the workload is correct). */
+static inline unsigned long long wl_checksum(const void *args, long n, size_t argsize,
+					     size_t check_off)
+{
+	unsigned long long check = 0;
+	for (long i = 0; i < n; i++)
+		check = check * 31 +
+			*(const unsigned long long *)((const char *)args + i * argsize + check_off);
+	return check;
 }
 
 /* The closing lines: a deterministic result, then the measurements. */
