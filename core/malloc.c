@@ -682,19 +682,24 @@ static void *__malloc_slow(size_t n);
 
 static size_t raw_usable(const void *p);
 
-void *pcpm_malloc_slow(size_t n)
+static PCPM_NOINLINE void *malloc_slow_inside(size_t n)
 {
 	PCPM_INSIDE_BEGIN();
-	void *p;
-	unsigned c;
-	/* secure mode's small blocks: straight from the thread's own stack when it has one */
-	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER && !pcpm_vg &&
-	    (p = tcache_secure_pop(c = size_to_class(n + SECURE_TRAILER))))
-		p = secure_arm_small(p, pcpm_class_size[c], n, "malloc");
-	else
-		p = __malloc_slow(n);
+	void *p = __malloc_slow(n);
 	PCPM_INSIDE_END();
 	return p;
+}
+
+void *pcpm_malloc_slow(size_t n)
+{
+	void *p;
+	/* secure mode's small blocks: straight from the thread's own stack when it has one
+	 * (no lock, no call: no pcpm_inside flag needed, see secure_malloc_small); the rest
+	 * in a function of its own, so this part needs no stack frame */
+	if (unlikely(pcpm_secure) && likely(n <= SLAB_MAX_SIZE - SECURE_TRAILER) &&
+	    likely(p = secure_malloc_small(n)))
+		return p;
+	return malloc_slow_inside(n);
 }
 
 static void *__malloc_slow(size_t n)

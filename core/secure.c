@@ -8,6 +8,7 @@
 #include <string.h>
 
 int pcpm_secure PCPM_HOT;
+struct secure_keys pcpm_secure_keys PCPM_HOT;
 
 static inline uint8_t canary_byte(void)
 {
@@ -15,33 +16,35 @@ static inline uint8_t canary_byte(void)
 	return c == SECURE_JUNK || c == 0 ? 0xa5 : c;
 }
 
-static inline uint64_t trailer_of(const void *p, size_t n)
+void pcpm_secure_init(void)
 {
-	return (uint64_t)n ^ (uintptr_t)p ^ (pcpm_link_key >> 1);
+	pcpm_secure_keys.canary = 0x0101010101010101ULL * canary_byte();
+	pcpm_secure_keys.trailer = pcpm_link_key >> 1;
 }
 
-static PCPM_COLD __attribute__((noreturn)) void overflow(const char *call, const void *p)
+void secure_overflow(const void *p, const char *call)
 {
 	pcpm_fatal("%s(): heap overflow past the end of %p", call, p);
 }
 
-/* Sampling of the full junk check: a per-thread countdown, so no shared cache line. */
-static __thread unsigned junk_sample __attribute__((tls_model("initial-exec")));
-
-/* Bytes of a freed slot that hold junk: the whole slot up to SECURE_JUNK_MAX. */
-static inline size_t junk_end(size_t slot)
+void secure_junk_fail(const void *p, const char *call)
 {
-	return slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX;
+	pcpm_fatal("%s(): write after free in %p", call, p);
+}
+
+void secure_junk_check_all(const void *p, size_t slot, const char *call)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	uint64_t diff = 0;
+	for (size_t i = 2, nw = secure_junk_words(slot); i < nw; i++) /* OR, test once: vectorises */
+		diff |= w[i] ^ SECURE_JUNK_WORD;
+	if (unlikely(diff))
+		secure_junk_fail(p, call);
 }
 
 size_t secure_small_size(const void *p, size_t slot, const char *call)
 {
-	uint64_t t;
-	memcpy(&t, (const char *)p + slot - SECURE_TRAILER, sizeof(t));
-	size_t n = (size_t)(t ^ trailer_of(p, 0));
-	if (unlikely(n > slot - SECURE_TRAILER))
-		overflow(call, p);
-	return n;
+	return __secure_small_size(p, slot, call);
 }
 
 /*
@@ -58,27 +61,27 @@ static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of
 
 static inline void check_canary(const void *p, const char *from, const char *to, const char *call)
 {
-	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a, b;
+	uint64_t cw = pcpm_secure_keys.canary, a, b;
 	size_t len = (size_t)(to - from);
 	if (likely(len >= 8)) {
 		memcpy(&a, from, 8);
 		memcpy(&b, to - 8, 8);
 		if (unlikely((a ^ cw) | (b ^ cw)))
-			overflow(call, p);
+			secure_overflow(p, call);
 	} else if (len && !((uintptr_t)to & 7)) {
 		memcpy(&a, to - 8, 8);
 		if (unlikely((a ^ cw) & canary_mask(len)))
-			overflow(call, p);
+			secure_overflow(p, call);
 	} else {
 		for (const char *q = from; q < to; q++)
 			if (unlikely((uint8_t)*q != (uint8_t)cw))
-				overflow(call, p);
+				secure_overflow(p, call);
 	}
 }
 
 static inline void fill_canary(char *from, char *to)
 {
-	uint64_t cw = 0x0101010101010101ULL * canary_byte(), a;
+	uint64_t cw = pcpm_secure_keys.canary, a;
 	size_t len = to > from ? (size_t)(to - from) : 0;
 	if (likely(len >= 8)) {
 		memcpy(from, &cw, 8);
@@ -106,10 +109,7 @@ void secure_fill_canary(char *from, char *to)
 
 void secure_free_small(void *p, size_t slot, const char *call)
 {
-	size_t n = secure_small_size(p, slot, call);
-	check_canary(p, (char *)p + n, (char *)p + slot - SECURE_TRAILER, call);
-	if (slot > 16)
-		memset((char *)p + 16, SECURE_JUNK, junk_end(slot) - 16);
+	__secure_free_small(p, slot, call);
 }
 
 uint64_t secure_random(void)
@@ -149,37 +149,20 @@ void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
 
 void secure_resize_small(void *p, size_t slot, size_t n, const char *call)
 {
-	char *end = (char *)p + slot - SECURE_TRAILER;
-	size_t old = secure_small_size(p, slot, call);
-	check_canary(p, (char *)p + old, end, call);
-	fill_canary((char *)p + n, end);
-	uint64_t t = trailer_of(p, n);
-	memcpy(end, &t, sizeof(t));
+	__secure_check_small(p, slot, call);
+	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
+	uint64_t cw = pcpm_secure_keys.canary;
+	secure_store64(from, cw);
+	secure_store64(end - from >= 8 ? end - 8 : from, cw);
+	secure_store64(end, (uint64_t)n ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
 }
+
+/* Sampling of the full junk check: a per-thread countdown, so no shared cache line. */
+static __thread unsigned junk_sample __attribute__((tls_model("initial-exec")));
 
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
 {
-	/* words 0 and 1 held the free-list link and the free mark; slots are multiples of 16
-	 * bytes, so the junk is whole words.  Every reuse checks words 2 and 3 (right after
-	 * the link, where a dangling pointer's stale fields sit) and the last junk word; one
-	 * reuse in SECURE_JUNK_SAMPLE per thread checks them all (OR the differences, test
-	 * once: vectorises) */
-	const uint64_t *w = (const uint64_t *)p;
-	const uint64_t jw = 0x0101010101010101ULL * SECURE_JUNK;
-	size_t nw = junk_end(slot) / 8;
-	if (nw > 2) {
-		uint64_t diff = (w[2] ^ jw) | (w[nw - 1] ^ jw) | (w[nw > 3 ? 3 : 2] ^ jw);
-		if (unlikely(++junk_sample >= SECURE_JUNK_SAMPLE)) {
-			junk_sample = 0;
-			for (size_t i = 3; i < nw - 1; i++)
-				diff |= w[i] ^ jw;
-		}
-		if (unlikely(diff))
-			pcpm_fatal("%s(): write after free in %p", call, p);
-	}
-	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
-	fill_canary(from, end);
-	uint64_t t = trailer_of(p, n);
-	memcpy(end, &t, sizeof(t));
-	return p;
+	if (++junk_sample >= SECURE_JUNK_SAMPLE)
+		junk_sample = 0;
+	return __secure_arm_small(p, slot, n, junk_sample, call);
 }

@@ -27,6 +27,8 @@
 
 #include "tcache.h"
 
+#include <string.h>
+
 #define SECURE_TRAILER 8 /* bytes of a small slot that hold the trailer */
 #define SECURE_JUNK 0xdf /* fill of freed memory */
 /* Bytes of a freed block (slab object or large block) that get the junk fill. */
@@ -42,8 +44,161 @@
 /* pcpm_cfg.secure, copied at init for the slow paths' branch. */
 extern int pcpm_secure PCPM_HIDDEN;
 
-/* A slab object of slot bytes becomes a block of n bytes (n + 8 <= slot): checks that the
- * object's junk is intact (call names the API call), writes canary and trailer. */
+/* Per-process words of the checks (pcpm_secure_init, from the safe-linking key): canary is
+ * the canary byte (never 0 nor SECURE_JUNK) repeated in each byte; trailer is XORed into each
+ * small block's trailer. */
+struct secure_keys {
+	uint64_t canary, trailer;
+};
+extern struct secure_keys pcpm_secure_keys PCPM_HIDDEN;
+void pcpm_secure_init(void);
+
+#define SECURE_JUNK_WORD (0x0101010101010101ULL * SECURE_JUNK)
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "secure.h: the small-block canary check assumes a little-endian machine"
+#endif
+
+static inline uint64_t secure_load64(const void *p)
+{
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline void secure_store64(void *p, uint64_t v)
+{
+	memcpy(p, &v, sizeof(v));
+}
+
+/* Words of a freed slot that hold junk (words 0 and 1 hold the link and the free mark). */
+static inline size_t secure_junk_words(size_t slot)
+{
+	return (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX) / 8;
+}
+
+/* Reports a write into a free block / an overflow past a small block; both abort. */
+void secure_junk_fail(const void *p, const char *call) __attribute__((noreturn, cold));
+void secure_overflow(const void *p, const char *call) __attribute__((noreturn, cold));
+/* The sampled full junk check of a slab object about to be handed out (all junk words). */
+void secure_junk_check_all(const void *p, size_t slot, const char *call);
+
+/*
+ * Arms a slab object of slot bytes as a block of n bytes (n + 8 <= slot): checks three junk
+ * words (words 2 and 3, right after the link, where a dangling pointer's stale fields sit,
+ * and the last junk word), all of them when sample is 0, then writes canary and trailer.
+ * The canary [n, slot - 8) is written as two 8-byte stores, at n and at slot - 16; one
+ * shorter than 8 bytes spills into the trailer, which is written last.  Inline and free of
+ * calls on the common path: it runs in the secure malloc path without the pcpm_inside flag
+ * (a signal handler recognises pcpmalloc's code by the program counter).
+ */
+static inline __attribute__((always_inline)) void *__secure_arm_small(void *p, size_t slot,
+								       size_t n, unsigned sample,
+								       const char *call)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	if (likely(slot > 16)) {
+		uint64_t diff = (w[2] ^ SECURE_JUNK_WORD) | (w[3] ^ SECURE_JUNK_WORD) |
+				(w[secure_junk_words(slot) - 1] ^ SECURE_JUNK_WORD);
+		if (unlikely(diff))
+			secure_junk_fail(p, call);
+		if (unlikely(!sample))
+			secure_junk_check_all(p, slot, call);
+	}
+	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
+	uint64_t cw = pcpm_secure_keys.canary;
+	secure_store64(from, cw);
+	secure_store64(end - from >= 8 ? end - 8 : from, cw);
+	secure_store64(end, (uint64_t)n ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
+	return p;
+}
+
+/* The request size a small block's trailer records; aborts (overflow) when it is not one. */
+static inline __attribute__((always_inline)) size_t __secure_small_size(const void *p, size_t slot,
+									  const char *call)
+{
+	const char *end = (const char *)p + slot - SECURE_TRAILER;
+	size_t n = (size_t)(secure_load64(end) ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
+	if (unlikely(n > slot - SECURE_TRAILER))
+		secure_overflow(p, call);
+	return n;
+}
+
+/* Checks a live small block's canary and trailer; returns its request size.  The canary's
+ * first and last 8 bytes are read (the same words arm wrote); one shorter than 8 bytes is
+ * the low bytes of the word at n, compared under a mask. */
+static inline __attribute__((always_inline)) size_t __secure_check_small(const void *p, size_t slot,
+									   const char *call)
+{
+	size_t n = __secure_small_size(p, slot, call);
+	const char *end = (const char *)p + slot - SECURE_TRAILER, *from = (const char *)p + n;
+	size_t len = (size_t)(end - from);
+	uint64_t cw = pcpm_secure_keys.canary;
+	uint64_t mask = len >= 8 ? ~0ULL : (1ULL << (8 * len)) - 1;
+	uint64_t diff = (secure_load64(from) ^ cw) | (secure_load64(len >= 8 ? end - 8 : from) ^ cw);
+	if (unlikely(diff & mask))
+		secure_overflow(p, call);
+	return n;
+}
+
+/* Junk over [16, min(slot, SECURE_JUNK_MAX)) of a freed slab object: short fills inline
+ * (16-byte stores), longer ones through memset. */
+static inline __attribute__((always_inline)) void __secure_junk_fill(void *p, size_t slot)
+{
+	size_t len = (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX) - 16;
+	char *q = (char *)p + 16;
+	if (len > 256) {
+		memset(q, SECURE_JUNK, len);
+		return;
+	}
+	for (size_t i = 0; i < len; i += 16) {
+		secure_store64(q + i, SECURE_JUNK_WORD);
+		secure_store64(q + i + 8, SECURE_JUNK_WORD);
+		__asm__("" : : "r"(q) : "memory"); /* keeps the loop from becoming a memset call */
+	}
+}
+
+/* A small block being freed: canary and trailer checked, then the junk fill. */
+static inline __attribute__((always_inline)) void __secure_free_small(void *p, size_t slot,
+								       const char *call)
+{
+	__secure_check_small(p, slot, call);
+	__secure_junk_fill(p, slot);
+}
+
+/*
+ * The secure mode's malloc and free of a small block on the thread's own stack (sbins), the
+ * counterparts of tcache_pop/tcache_push: malloc of n <= SLAB_MAX_SIZE - SECURE_TRAILER
+ * bytes returns NULL when the stack is empty or a signal handler runs (then the slow path);
+ * free of p (a validated object of class cls) returns false when the stack is full or a
+ * handler runs.  The full junk check comes on one pop in SECURE_JUNK_SAMPLE (per thread:
+ * the cache's malloc counter).
+ */
+static inline __attribute__((always_inline)) void *secure_malloc_small(size_t n)
+{
+	struct tcache *tc = &pcpm_tc;
+	unsigned cls = size_to_class(n + SECURE_TRAILER);
+	struct tcache_bin *b = &tc->sbins[cls];
+	if (unlikely(!b->head || pcpm_sig_depth))
+		return NULL;
+	void *p = tcache_bin_pop(tc, b);
+	return __secure_arm_small(p, pcpm_class_size[cls], n,
+				  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, "malloc");
+}
+
+static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p, unsigned cls)
+{
+	struct tcache *tc = &pcpm_tc;
+	struct tcache_bin *b = &tc->sbins[cls];
+	if (unlikely(!b->avail || pcpm_sig_depth))
+		return false;
+	__secure_free_small(p, pcpm_class_size[cls], "free");
+	tcache_bin_push(tc, b, p);
+	return true;
+}
+
+/* Out-of-line forms of the above, for the less frequent paths (slow path, memalign, signal
+ * handlers, realloc). */
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call);
 /* The n recorded in a small block's trailer; aborts when the trailer is corrupt. */
 size_t secure_small_size(const void *p, size_t slot, const char *call);

@@ -15,6 +15,10 @@ __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
 uintptr_t pcpm_free_key PCPM_HOT;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
+/* PCPMALLOC_SECURE: capacity of the secure-mode stacks (sbins), per class - the thread
+ * caches' capacity of the default mode; 0 when the stacks are off (PCPMALLOC_TCACHE=0,
+ * memcheck mode, or secure mode off) */
+static uint16_t secure_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -39,15 +43,13 @@ void pcpm_tcache_init(void)
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
+		secure_cap[c] = pcpm_cfg.tcache && !pcpm_vg && pcpm_secure ? (uint16_t)cap : 0;
 	}
 	pcpm_free_key = (uintptr_t)pcpm_random64();
+	if (pcpm_secure)
+		pcpm_secure_init();
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
-
-/* Secure mode's per-thread stacks: small, so freed blocks do not stay junk-filled in a
- * cache for long, and refilled/flushed in batches to keep the slab lock off most calls. */
-#define SECURE_CACHE_CAP 32
-#define SECURE_BATCH 16
 
 unsigned tcache_fbatch(void)
 {
@@ -60,6 +62,13 @@ static inline unsigned batch_for(unsigned cls)
 	return cap < fbatch ? cap : fbatch;
 }
 
+/* Objects per refill/flush of a secure-mode stack (never 0). */
+static inline unsigned secure_batch_for(unsigned cls)
+{
+	unsigned cap = secure_cap[cls];
+	return cap < fbatch ? (cap ? cap : 1) : fbatch;
+}
+
 void tcache_setup(void)
 {
 	struct tcache *tc = &pcpm_tc;
@@ -67,7 +76,7 @@ void tcache_setup(void)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		tc->bins[c].avail = pcpm_tcache_cap[c];
-		tc->sbins[c].avail = pcpm_secure && pcpm_cfg.tcache ? SECURE_CACHE_CAP : 0;
+		tc->sbins[c].avail = secure_cap[c];
 	}
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
@@ -89,9 +98,9 @@ static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 /* Objects on secure mode's stack of class cls. */
 static inline unsigned sbin_count(struct tcache *tc, unsigned cls)
 {
-	return tc->sbins[cls].avail > SECURE_CACHE_CAP || !tc->sbins[cls].head
+	return tc->sbins[cls].avail > secure_cap[cls] || !tc->sbins[cls].head
 		       ? 0
-		       : SECURE_CACHE_CAP - tc->sbins[cls].avail;
+		       : secure_cap[cls] - tc->sbins[cls].avail;
 }
 
 static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n);
@@ -137,11 +146,14 @@ static void *__tcache_alloc_slow(unsigned cls)
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
-	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail <= SECURE_CACHE_CAP &&
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail <= secure_cap[cls] &&
 	    (tc->sbins[cls].head || tc->sbins[cls].avail)) {
 		struct tcache_bin *sb = &tc->sbins[cls];
 		if (!sb->head) {
-			unsigned got = slab_alloc_bulk(cls, SECURE_BATCH, &sb->head, pcpm_free_key);
+			unsigned want = secure_batch_for(cls);
+			if (want > sb->avail)
+				want = sb->avail;
+			unsigned got = slab_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
 			if (!got)
 				return NULL;
 			sb->avail -= got;
@@ -180,26 +192,27 @@ static void *__tcache_alloc_slow(unsigned cls)
 }
 
 static void __tcache_free_slow(void *p, unsigned cls);
-void tcache_free_slow(void *p, unsigned cls)
+static PCPM_NOINLINE void tcache_free_refill(void *p, unsigned cls)
 {
 	PCPM_INSIDE_BEGIN();
 	__tcache_free_slow(p, cls);
 	PCPM_INSIDE_END();
 }
 
-/* Secure mode: pushes the freed block p (already checked) on the thread's stack sb, which
- * has room; marks it free with the key. */
+void tcache_free_slow(void *p, unsigned cls)
+{
+	/* secure mode with room on the thread's own stack: checks, junk, push - no lock, no
+	 * call, so no pcpm_inside flag either (the program counter is in pcpmalloc's code);
+	 * the rest in a function of its own, so this part needs no stack frame */
+	if (unlikely(pcpm_secure) && likely(secure_free_small_fast(p, cls)))
+		return;
+	tcache_free_refill(p, cls);
+}
+
 static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *sb = &tc->sbins[cls];
-	if (unlikely(pcpm_secure) && likely(sb->avail && sb->avail <= SECURE_CACHE_CAP && !pcpm_sig_depth &&
-					     tc->state == TC_ACTIVE)) {
-		/* secure mode, room on the thread's own stack: checks, junk, push */
-		secure_free_small(p, pcpm_class_size[cls], "free");
-		tcache_bin_push(tc, sb, p);
-		return;
-	}
 	if (unlikely(pcpm_secure))
 		secure_free_small(p, pcpm_class_size[cls], "free");
 	if (unlikely(pcpm_sig_depth)) {
@@ -210,7 +223,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	tcache_ensure();
 	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
 		if (!sb->avail)
-			flush_stack(tc, sb, cls, SECURE_BATCH);
+			flush_stack(tc, sb, cls, secure_batch_for(cls));
 		tcache_bin_push(tc, sb, p);
 		return;
 	}
@@ -254,7 +267,7 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 			continue;
 		const void *o = __atomic_load_n(pcpm_secure ? &tc->sbins[cls].head : &tc->bins[cls].head,
 						__ATOMIC_RELAXED);
-		for (unsigned n = pcpm_secure ? SECURE_CACHE_CAP : pcpm_tcache_cap[cls]; o && n; n--) {
+		for (unsigned n = pcpm_secure ? secure_cap[cls] : pcpm_tcache_cap[cls]; o && n; n--) {
 			struct page *pg = pcpm_page_of(o);
 			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
 				break;

@@ -25,7 +25,7 @@ enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
 struct tcache {
 	struct tcache_bin bins[NR_SIZE_CLASSES];
 	/* PCPMALLOC_SECURE: the slow paths' own stacks (the fast path never sees them; bins
-	 * stay empty), same layout; avail = room left of SECURE_CACHE_CAP */
+	 * stay empty), same layout; avail = room left (capacity as bins' in the default mode) */
 	struct tcache_bin sbins[NR_SIZE_CLASSES];
 	uint64_t malloc_calls, free_calls;
 	uint64_t refills, flushes, large_allocs;
