@@ -550,7 +550,7 @@ static void *large_alloc(size_t size, size_t align)
 		pg->flags |= PG_DIRTY;
 		secure_fill_canary(p + req, p + gp);
 		if (req >= SECURE_GUARD_MIN)
-			pcpm_os_guard(p + gp, PAGE_SIZE);
+			pcpm_os_guard_install(p + gp, PAGE_SIZE);
 	}
 	return p;
 }
@@ -561,10 +561,46 @@ static void large_secure_release(char *p, struct page *pg, const char *call)
 	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
 	secure_check_canary(p, p + req, p + gp, call);
 	if (req >= SECURE_GUARD_MIN)
-		pcpm_os_commit(p + gp, PAGE_SIZE);
+		pcpm_os_guard_remove(p + gp, PAGE_SIZE);
 	/* junk over the first SECURE_JUNK_MAX bytes: enough to spoil stale pointers and
 	 * headers a dangling reader would use, without a pass over the whole block */
 	memset(p, SECURE_JUNK, MIN(req, (size_t)SECURE_JUNK_MAX));
+}
+
+/*
+ * Secure mode, realloc of the large block p to size bytes (SLAB_MAX_SIZE < size): in place
+ * when the run can shrink or grow there (zone_extend_run), as the default mode does, so a
+ * growing buffer is not copied at every step.  The old canary is checked, the guard page
+ * moves only when the request's last page changes, the canary is rewritten up to the new
+ * last page.  NULL when the run cannot stay (the caller moves the block).
+ */
+static void *large_realloc_secure(char *p, struct page *pg, size_t size)
+{
+	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE), ngp = ALIGN_UP(size, PAGE_SIZE);
+	secure_check_canary(p, p + req, p + gp, "realloc");
+	bool guard = req >= SECURE_GUARD_MIN, nguard = size >= SECURE_GUARD_MIN;
+	size_t np = pg->npages, nnp = (ngp >> PAGE_SHIFT) + (nguard ? 1 : 0);
+	if ((nnp << PAGE_SHIFT) > HUGE_THRESHOLD)
+		return NULL;
+	if (nnp > np && !zone_extend_run(page_zone(pg), pg, np, nnp))
+		return NULL;
+	bool same = guard && nguard && gp == ngp;
+	if (guard && !same)
+		pcpm_os_guard_remove(p + gp, PAGE_SIZE);
+	if (nnp > np) {
+		pg->npages = (uint32_t)nnp;
+	} else if (nnp <= np / 2) { /* a tail worth giving back goes to the zone */
+		pg->npages = (uint32_t)nnp;
+		struct page *tail = pg + nnp;
+		tail->flags = pg->flags;
+		tail->arena = pg->arena;
+		zone_free_run(page_zone(pg), tail, np - nnp);
+	}
+	pg->req_size = size;
+	secure_fill_canary(p + size, p + ngp);
+	if (nguard && !same)
+		pcpm_os_guard_install(p + ngp, PAGE_SIZE);
+	return p;
 }
 
 /* A run of 2^k pages that starts on a 2^k boundary is a buddy block: it goes back as one
@@ -860,6 +896,10 @@ static void *__realloc(void *p, size_t size)
 				return p;
 			}
 		}
+		if (pcpm_secure && !pcpm_sig_depth && pg && pg->state == PG_LARGE &&
+		    p == page_address(pg) && size > SLAB_MAX_SIZE - SECURE_TRAILER &&
+		    large_realloc_secure(p, pg, size))
+			return p;
 		return realloc_move(p, usable_size_call(p, "realloc"), size);
 	}
 	if (pg && pg->state == PG_SLAB) {

@@ -108,6 +108,47 @@ bool pcpm_os_guard(void *p, size_t len)
 	return mprotect(p, len, PROT_NONE) == 0;
 }
 
+/*
+ * Guard regions without a VMA of their own: MADV_GUARD_INSTALL/REMOVE (Linux 6.13) put
+ * markers in the page tables that fault on any access, under the mmap lock taken for
+ * reading; mprotect splits the mapping and merges it back, under the lock for writing.
+ * Kernels without them (EINVAL), or a mapping that refuses them (mlock'ed), get mprotect;
+ * removal then undoes whichever the process has used (both are no-ops where absent).
+ */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+static _Atomic int guard_madvise = -1; /* -1 not known yet, 1 works, 0 not on this kernel */
+static _Atomic bool guard_mprotect;    /* set once a guard was made with mprotect */
+
+bool pcpm_os_guard_install(void *p, size_t len)
+{
+	int m = atomic_load_explicit(&guard_madvise, memory_order_relaxed);
+	if (m != 0) {
+		if (madvise(p, len, MADV_GUARD_INSTALL) == 0) {
+			if (m < 0)
+				atomic_store_explicit(&guard_madvise, 1, memory_order_release);
+			return true;
+		}
+		if (m < 0 && errno == EINVAL)
+			atomic_store_explicit(&guard_madvise, 0, memory_order_relaxed);
+	}
+	if (!atomic_load_explicit(&guard_mprotect, memory_order_relaxed))
+		atomic_store_explicit(&guard_mprotect, true, memory_order_release);
+	return mprotect(p, len, PROT_NONE) == 0;
+}
+
+bool pcpm_os_guard_remove(void *p, size_t len)
+{
+	bool ok = true;
+	if (atomic_load_explicit(&guard_madvise, memory_order_acquire) > 0)
+		ok = madvise(p, len, MADV_GUARD_REMOVE) == 0;
+	if (atomic_load_explicit(&guard_mprotect, memory_order_acquire))
+		ok = mprotect(p, len, PROT_READ | PROT_WRITE) == 0 && ok;
+	return ok;
+}
+
 bool pcpm_os_commit(void *p, size_t len)
 {
 	if (FAULT(ENOMEM))

@@ -99,6 +99,12 @@ bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) *
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
 /* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
 bool pcpm_os_guard(void *p, size_t len);
+/* A guard over [p, p+len) inside a read/write anonymous mapping (page aligned): every access
+ * faults (SIGSEGV) until pcpm_os_guard_remove, after which the pages read as zero.
+ * MADV_GUARD_INSTALL where the kernel has it (no VMA split), else mprotect; one of the pair
+ * is used for the whole process.  False on failure.  Thread-safe. */
+bool pcpm_os_guard_install(void *p, size_t len);
+bool pcpm_os_guard_remove(void *p, size_t len);
 
 #ifdef PCPM_FAULT_INJECT
 /* Test builds only (os.c): make the Nth and following VM calls fail. */

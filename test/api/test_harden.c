@@ -267,6 +267,29 @@ static void overflow_large_page(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* The same after realloc grew a 70 KB block to 100 KB (in place where the pages after it are
+ * free: the guard page moves with the end of the block). */
+static void overflow_large_page_realloc(void)
+{
+	char *p = malloc(70000);
+	memset(p, 1, 70000);
+	p = realloc(tu_opaque_ptr(p), 102400);
+	tu_report_pointer(p);
+	for (size_t i = 102400; i < 102400 + 8192; i += 512)
+		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
+	free(tu_opaque_ptr(p));
+}
+
+/* One byte past a large block that realloc shrank from 300 KB to 100 KB (in place). */
+static void overflow_large_realloc_1(void)
+{
+	char *p = malloc(300000);
+	p = realloc(tu_opaque_ptr(p), 100000);
+	((volatile char *)tu_opaque_ptr(p))[100000] = 'A';
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
 /* 8 bytes written before a 48-byte block b: the end of the block in front of it (whose
  * pointer the child reports, as that is the block whose free notices). */
 static void underflow_8(void)
@@ -395,6 +418,10 @@ int main(int argc, char **argv)
 	expect("overflow by 1 byte, large block", overflow_large_1, sec, ovf);
 	expect("overflow past a large block's last page", overflow_large_page,
 	       secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("overflow past a large block's last page after realloc grew it",
+	       overflow_large_page_realloc, secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("overflow by 1 byte after realloc shrank a large block in place",
+	       overflow_large_realloc_1, sec, ovf);
 	expect("underflow by 8 bytes, small block", underflow_8, sec, ovf);
 
 	/* use after free */
