@@ -32,7 +32,7 @@ void secure_junk_fail(const void *p, const char *call)
 	pcpm_fatal("%s(): write after free in %p", call, p);
 }
 
-void secure_junk_check_all(const void *p, size_t slot, const char *call)
+void *secure_arm_small_full(void *p, size_t slot, size_t n, const char *call)
 {
 	const uint64_t *w = (const uint64_t *)p;
 	uint64_t diff = 0;
@@ -40,6 +40,7 @@ void secure_junk_check_all(const void *p, size_t slot, const char *call)
 		diff |= w[i] ^ SECURE_JUNK_WORD;
 	if (unlikely(diff))
 		secure_junk_fail(p, call);
+	return __secure_arm_small(p, slot, n, 1, call);
 }
 
 size_t secure_small_size(const void *p, size_t slot, const char *call)

@@ -80,8 +80,9 @@ static inline size_t secure_junk_words(size_t slot)
 /* Reports a write into a free block / an overflow past a small block; both abort. */
 void secure_junk_fail(const void *p, const char *call) __attribute__((noreturn, cold));
 void secure_overflow(const void *p, const char *call) __attribute__((noreturn, cold));
-/* The sampled full junk check of a slab object about to be handed out (all junk words). */
-void secure_junk_check_all(const void *p, size_t slot, const char *call);
+/* The sampled full junk check of a slab object about to be handed out (all junk words),
+ * then __secure_arm_small. */
+void *secure_arm_small_full(void *p, size_t slot, size_t n, const char *call);
 
 /*
  * Arms a slab object of slot bytes as a block of n bytes (n + 8 <= slot): checks three junk
@@ -98,12 +99,12 @@ static inline __attribute__((always_inline)) void *__secure_arm_small(void *p, s
 {
 	const uint64_t *w = (const uint64_t *)p;
 	if (likely(slot > 16)) {
+		if (unlikely(!sample)) /* a tail call: the common path keeps no stack frame */
+			return secure_arm_small_full(p, slot, n, call);
 		uint64_t diff = (w[2] ^ SECURE_JUNK_WORD) | (w[3] ^ SECURE_JUNK_WORD) |
 				(w[secure_junk_words(slot) - 1] ^ SECURE_JUNK_WORD);
 		if (unlikely(diff))
 			secure_junk_fail(p, call);
-		if (unlikely(!sample))
-			secure_junk_check_all(p, slot, call);
 	}
 	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
 	uint64_t cw = pcpm_secure_keys.canary;
@@ -141,19 +142,21 @@ static inline __attribute__((always_inline)) size_t __secure_check_small(const v
 	return n;
 }
 
-/* Junk over [16, min(slot, SECURE_JUNK_MAX)) of a freed slab object: short fills inline
- * (16-byte stores), longer ones through memset. */
+/* Junk over [16, min(slot, SECURE_JUNK_MAX)) of a freed slab object, inline with 16-byte
+ * stores, two a turn: no call (libc's memset is one for the signal-handler check, and a
+ * bounded memset expands to a slow-starting rep stos). */
 static inline __attribute__((always_inline)) void __secure_junk_fill(void *p, size_t slot)
 {
-	size_t len = (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX) - 16;
-	char *q = (char *)p + 16;
-	if (len > 256) {
-		memset(q, SECURE_JUNK, len);
-		return;
+	typedef uint64_t junk16 __attribute__((vector_size(16)));
+	const junk16 jv = {SECURE_JUNK_WORD, SECURE_JUNK_WORD};
+	char *q = (char *)p + 16, *end = (char *)p + (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX);
+	if ((end - q) & 16) { /* an odd number of 16-byte pieces */
+		memcpy(q, &jv, 16);
+		q += 16;
 	}
-	for (size_t i = 0; i < len; i += 16) {
-		secure_store64(q + i, SECURE_JUNK_WORD);
-		secure_store64(q + i + 8, SECURE_JUNK_WORD);
+	for (; q < end; q += 32) {
+		memcpy(q, &jv, 16);
+		memcpy(q + 16, &jv, 16);
 		__asm__("" : : "r"(q) : "memory"); /* keeps the loop from becoming a memset call */
 	}
 }
