@@ -130,8 +130,15 @@ void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
 	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
 	for (uint32_t i = 0; i < objects; i++)
 		order[i] = (uint16_t)i;
-	for (uint32_t i = objects - 1; i > 0; i--) { /* Fisher-Yates */
-		uint32_t j = (uint32_t)(secure_random() % (i + 1));
+	/* Fisher-Yates from one secure_random() seed per slab (one atomic, not one per object),
+	 * stepped with xorshift64*; j in [0, i] by multiply-shift rather than a division */
+	uint64_t x = secure_random() | 1;
+	for (uint32_t i = objects - 1; i > 0; i--) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		uint32_t r = (uint32_t)((x * 0x2545f4914f6cdd1dULL) >> 32);
+		uint32_t j = (uint32_t)(((uint64_t)r * (i + 1)) >> 32);
 		uint16_t t = order[i];
 		order[i] = order[j];
 		order[j] = t;
