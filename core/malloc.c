@@ -1026,8 +1026,12 @@ static void *aligned_alloc_core(size_t align, size_t size)
 		/* a class whose objects are multiples of align in a slab aligned to at least
 		 * align has every object aligned */
 		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
+			/* align is a power of two: a mask, not a division; the cache (set up at
+			 * first use) only for a class that passes */
+			if (pcpm_class_size[c] & (align - 1))
+				continue;
 			struct kmem_cache *s = kmem_cache_of(c);
-			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
+			if (align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
 				if (!p && unlikely(pcpm_secure) && !pcpm_vg)
 					p = tcache_secure_pop(c);
