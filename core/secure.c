@@ -49,11 +49,12 @@ size_t secure_small_size(const void *p, size_t slot, const char *call)
 }
 
 /*
- * The canary is checked at its first and its last 8 bytes only (unaligned loads, overlapping
- * when it is shorter than 16): an overflow running on from the end of the block always hits
- * the first, one that skips ahead to the end of the slot or page the last.  A canary shorter
- * than 8 bytes ends on a word boundary (slots are multiples of 16, pages of 4096): it is the
- * top bytes of the word before `to`, checked and written with a mask.
+ * The canary of large blocks and huge mappings (small blocks: __secure_arm_small and
+ * __secure_check_small in secure.h) is checked at its first and its last 8 bytes only
+ * (unaligned loads, overlapping when it is shorter than 16): an overflow running on from the
+ * end of the block always hits the first, one that skips ahead to the end of the page the
+ * last.  A canary shorter than 8 bytes ends on a word boundary (pages are multiples of 4096):
+ * it is the top bytes of the word before `to`, checked and written with a mask.
  */
 static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of a word */
 {

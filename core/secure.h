@@ -1,8 +1,9 @@
 /*
  * secure.h - PCPMALLOC_SECURE=1, the hardened mode: checks that cost time and memory, so
  * they are off by default and the default fast path does not pay for them (the mode turns
- * the thread caches off - capacity 0 - so every call reaches the slow paths, where one
- * predictable branch on pcpm_secure leads to per-thread stacks of their own and here).
+ * the thread caches off - capacity 0 - so every call reaches the slow-path entry, where one
+ * predictable branch on pcpm_secure leads to per-thread stacks of their own, sbins, popped
+ * and pushed with the checks below inlined: secure_malloc_small, secure_free_small_fast).
  *
  *  - small blocks (slab objects): a block of n bytes takes a slot of at least n + 8 bytes;
  *    the bytes from n to the trailer hold a canary, the last 8 bytes of the slot a trailer
@@ -15,10 +16,12 @@
  *    block is reported as "pcpmalloc: malloc(): write after free in 0x...".
  *  - slabs hand out their objects in random order (SLAB_FREELIST_RANDOM), shuffled when the
  *    slab is carved.
- *  - large blocks of 64 KiB and more and huge mappings end in a PROT_NONE guard page (the bytes
- *    between the end of the request and the guard carry the canary), freed large blocks are
- *    junk-filled (first SECURE_JUNK_MAX bytes), freed huge mappings are cached PROT_NONE;
- *    the page descriptor array and the metadata chunks get guard pages too.
+ *  - large blocks of 64 KiB and more and huge mappings end in a guard page (the bytes
+ *    between the end of the request and the guard carry the canary; pcpm_os_guard_install:
+ *    MADV_GUARD_INSTALL, or PROT_NONE), realloc resizes large blocks in place and moves the
+ *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes),
+ *    freed huge mappings are cached PROT_NONE; the page descriptor array and the metadata
+ *    chunks get PROT_NONE guard pages too.
  * Thread-safety: the functions only touch the block they are given.  Messages: one line,
  * then abort() (pcpm_fatal).
  */
@@ -157,7 +160,7 @@ static inline __attribute__((always_inline)) void __secure_junk_fill(void *p, si
 	for (; q < end; q += 32) {
 		memcpy(q, &jv, 16);
 		memcpy(q + 16, &jv, 16);
-		__asm__("" : : "r"(q) : "memory"); /* keeps the loop from becoming a memset call */
+		__asm__("" : : "r"(q)); /* keeps the loop from becoming a memset call */
 	}
 }
 
