@@ -337,7 +337,7 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
  * first chunk is mapped too, for its guard pages.
  */
 #define META_BOOT_BYTES 16384
-static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(PAGE_SIZE)));
+static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(64))); /* (zone.c: why 64) */
 
 void *pcpm_meta_alloc(size_t len)
 {

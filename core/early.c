@@ -4,7 +4,13 @@
 #include "early.h"
 #include "vgmode.h"
 
-struct pcpm_early pcpm_early __attribute__((aligned(PAGE_SIZE)));
+char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
+static _Atomic uint32_t early_used PCPM_HOT; /* bytes handed out, headers included */
+
+static inline char *early_base(void)
+{
+	return (char *)ALIGN_UP((uintptr_t)pcpm_early_area, PAGE_SIZE);
+}
 
 /* 16 bytes before each block.  check = the block's address ^ EARLY_CHECK: a pointer into
  * the middle of a block (or into user data that merely looks like a header) does not
@@ -24,13 +30,13 @@ void *pcpm_early_alloc(size_t n)
 		return NULL;
 	uint32_t size = (uint32_t)ALIGN_UP(n ? n : 1, 16);
 	uint32_t need = size + (uint32_t)sizeof(struct early_hdr);
-	uint32_t off = atomic_load_explicit(&pcpm_early.used, memory_order_relaxed);
+	uint32_t off = atomic_load_explicit(&early_used, memory_order_relaxed);
 	do {
 		if (off + need > EARLY_BYTES)
 			return NULL;
-	} while (!atomic_compare_exchange_weak_explicit(&pcpm_early.used, &off, off + need,
+	} while (!atomic_compare_exchange_weak_explicit(&early_used, &off, off + need,
 							memory_order_relaxed, memory_order_relaxed));
-	struct early_hdr *h = (struct early_hdr *)(pcpm_early.area + off);
+	struct early_hdr *h = (struct early_hdr *)(early_base() + off);
 	char *p = (char *)(h + 1);
 	h->check = (uintptr_t)p ^ EARLY_CHECK;
 	h->size = size;
@@ -41,9 +47,9 @@ void *pcpm_early_alloc(size_t n)
 /* The header of the early block p, or an abort when p is none. */
 static struct early_hdr *early_block(const void *p, const char *call)
 {
-	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_early.area;
+	uintptr_t off = (uintptr_t)p - (uintptr_t)early_base();
 	if (off < sizeof(struct early_hdr) || (off & 15) ||
-	    off > atomic_load_explicit(&pcpm_early.used, memory_order_acquire))
+	    off > atomic_load_explicit(&early_used, memory_order_acquire))
 		pcpm_fatal("%s(): invalid pointer %p", call, p);
 	struct early_hdr *h = (struct early_hdr *)p - 1;
 	if (h->check != ((uintptr_t)p ^ EARLY_CHECK) || !h->size || h->size > EARLY_MAX)
@@ -70,5 +76,5 @@ void pcpm_early_free(void *p, const char *call)
 
 size_t pcpm_early_used(void)
 {
-	return atomic_load_explicit(&pcpm_early.used, memory_order_relaxed);
+	return atomic_load_explicit(&early_used, memory_order_relaxed);
 }

@@ -25,12 +25,9 @@
 #define EARLY_BYTES (16u << 10)
 #define EARLY_MAX 1024u /* largest request served, bytes */
 
-/* page aligned, the counter beside the first blocks: a short process touches one page */
-struct pcpm_early {
-	_Atomic uint32_t used; /* bytes handed out, headers included */
-	char area[EARLY_BYTES] __attribute__((aligned(64)));
-};
-extern struct pcpm_early pcpm_early PCPM_HIDDEN;
+/* The area: EARLY_BYTES from its first page boundary on, so that a short process's blocks
+ * share one page (the array is only cache-line aligned: see zone.c on .bss alignment). */
+extern char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] PCPM_HIDDEN;
 
 /* A block of at least n bytes (n <= EARLY_MAX), or NULL: too large, area full, valgrind. */
 void *pcpm_early_alloc(size_t n);
@@ -38,7 +35,7 @@ void *pcpm_early_alloc(size_t n);
 /* Is p inside the early area (not necessarily a block)? */
 static inline bool pcpm_is_early(const void *p)
 {
-	return (uintptr_t)p - (uintptr_t)pcpm_early.area < EARLY_BYTES;
+	return (uintptr_t)p - (uintptr_t)pcpm_early_area < sizeof(pcpm_early_area);
 }
 
 /* For p inside the area: its usable bytes; aborts ("pcpmalloc: CALL(): invalid pointer")
