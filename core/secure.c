@@ -36,7 +36,8 @@ void *secure_arm_small_full(void *p, size_t slot, size_t n, const char *call)
 {
 	const uint64_t *w = (const uint64_t *)p;
 	uint64_t diff = 0;
-	for (size_t i = 2, nw = secure_junk_words(slot); i < nw; i++) /* OR, test once: vectorises */
+	/* OR the differences, test once: vectorises */
+	for (size_t i = 2, nw = secure_junk_words(slot); i < nw; i++)
 		diff |= w[i] ^ SECURE_JUNK_WORD;
 	if (unlikely(diff))
 		secure_junk_fail(p, call);

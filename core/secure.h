@@ -139,7 +139,8 @@ static inline __attribute__((always_inline)) size_t __secure_check_small(const v
 	size_t len = (size_t)(end - from);
 	uint64_t cw = pcpm_secure_keys.canary;
 	uint64_t mask = len >= 8 ? ~0ULL : (1ULL << (8 * len)) - 1;
-	uint64_t diff = (secure_load64(from) ^ cw) | (secure_load64(len >= 8 ? end - 8 : from) ^ cw);
+	uint64_t diff = (secure_load64(from) ^ cw) |
+			(secure_load64(len >= 8 ? end - 8 : from) ^ cw);
 	if (unlikely(diff & mask))
 		secure_overflow(p, call);
 	return n;
@@ -152,7 +153,8 @@ static inline __attribute__((always_inline)) void __secure_junk_fill(void *p, si
 {
 	typedef uint64_t junk16 __attribute__((vector_size(16)));
 	const junk16 jv = {SECURE_JUNK_WORD, SECURE_JUNK_WORD};
-	char *q = (char *)p + 16, *end = (char *)p + (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX);
+	char *q = (char *)p + 16;
+	char *end = (char *)p + (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX);
 	if ((end - q) & 16) { /* an odd number of 16-byte pieces */
 		memcpy(q, &jv, 16);
 		q += 16;

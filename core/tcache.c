@@ -146,8 +146,8 @@ static void *__tcache_alloc_slow(unsigned cls)
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
-	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail <= secure_cap[cls] &&
-	    (tc->sbins[cls].head || tc->sbins[cls].avail)) {
+	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE &&
+	    tc->sbins[cls].avail <= secure_cap[cls] && (tc->sbins[cls].head || tc->sbins[cls].avail)) {
 		struct tcache_bin *sb = &tc->sbins[cls];
 		if (!sb->head) {
 			unsigned want = secure_batch_for(cls);
