@@ -192,7 +192,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 }
 
 static void __tcache_free_slow(void *p, unsigned cls);
-static PCPM_NOINLINE void tcache_free_refill(void *p, unsigned cls)
+static PCPM_NOINLINE void tcache_free_slow_inside(void *p, unsigned cls)
 {
 	PCPM_INSIDE_BEGIN();
 	__tcache_free_slow(p, cls);
@@ -206,7 +206,7 @@ void tcache_free_slow(void *p, unsigned cls)
 	 * the rest in a function of its own, so this part needs no stack frame */
 	if (unlikely(pcpm_secure) && likely(secure_free_small_fast(p, cls)))
 		return;
-	tcache_free_refill(p, cls);
+	tcache_free_slow_inside(p, cls);
 }
 
 static void __tcache_free_slow(void *p, unsigned cls)
