@@ -238,6 +238,22 @@ static void overflow_32(void)
 	overflow_small(32);
 }
 
+/* One byte past blocks whose canary is shorter than 8 bytes (52 + 8 of a 64-byte slot: 4 bytes,
+ * checked under a mask), after every size from 1 to 1024 bytes was filled to its end and freed
+ * without a complaint (no false alarm from the canary or the junk check). */
+static void overflow_short_canary(void)
+{
+	for (size_t n = 1; n <= 1024; n++) {
+		char *q = malloc(n);
+		memset(tu_opaque_ptr(q), 'a', n);
+		free(tu_opaque_ptr(q));
+	}
+	char *a = malloc(52);
+	((volatile char *)tu_opaque_ptr(a))[52] = 'A'; /* the bug */
+	tu_report_pointer(a);
+	free(tu_opaque_ptr(a));
+}
+
 /* One byte past a block that realloc shrank from 48 to 40 bytes (in place in both modes). */
 static void overflow_realloc_1(void)
 {
@@ -413,6 +429,8 @@ int main(int argc, char **argv)
 
 	/* overflows and underflow */
 	expect("overflow by 1 byte, small block", overflow_1, sec, ovf);
+	expect("overflow by 1 byte, small block with a canary shorter than a word",
+	       overflow_short_canary, sec, ovf);
 	expect("overflow by 32 bytes, small block", overflow_32, sec, ovf);
 	expect("overflow by 1 byte after realloc shrank the block in place", overflow_realloc_1, sec, ovf);
 	expect("overflow by 1 byte, large block", overflow_large_1, sec, ovf);
