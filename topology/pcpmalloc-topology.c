@@ -39,7 +39,9 @@ static void usage(const char *argv0, int status)
 		"usage: %s [--xml FILE | --synthetic DESC] [--json]\n"
 		"Prints, per CPU of this machine (or of the described one), its caches and the pcp\n"
 		"sizes pcpmalloc derives from them; PCPMALLOC_CACHE_SLICE, _BATCH, _HIGH_MIN,\n"
-		"_HIGH_MAX, _FREE_HIGH_BATCH, _SLICE_FACTOR and _HIGH_POLICY apply as in the library.\n",
+		"_HIGH_MAX, _FREE_HIGH_BATCH, _SLICE_FACTOR and _HIGH_POLICY apply as in the library\n"
+		"(the slice column stays the machine's, as in the library's JSON statistics; an\n"
+		"override changes the sizes computed from it).\n",
 		argv0);
 	exit(status);
 }
@@ -125,12 +127,12 @@ int main(int argc, char **argv)
 			       "\"batch\": %d, \"high_min\": %d, \"high_max\": %d, "
 			       "\"free_high_batch\": %s}",
 			       shown ? "," : "", i, c->package, c->core, c->node, c->l2_bytes,
-			       c->llc_bytes, in.slice_bytes, o.batch, o.high_min, o.high_max,
+			       c->llc_bytes, c->slice_bytes, o.batch, o.high_min, o.high_max,
 			       o.free_high_batch ? "true" : "false");
 		else
 			printf("%4d %4d %5d %4d %7zuKiB/%-2d %8zuKiB/%-3d %7zuKiB %5d %8d %8d %s\n", i,
 			       c->package, c->core, c->node, c->l2_bytes >> 10, c->l2_shared,
-			       c->llc_bytes >> 10, c->llc_shared, in.slice_bytes >> 10, o.batch,
+			       c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10, o.batch,
 			       o.high_min, o.high_max,
 			       o.free_high_batch ? "yes" : "no");
 		shown++;
