@@ -59,10 +59,10 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
-		/* Reads one descriptor line, the object's page's own (every page of a fully
-		 * carved slab carries addr, reciprocal, cls and fast_lim): no slab_head load,
-		 * no second line for slabs of 2+ pages.  A page that is no slab's, or of a slab
-		 * still being carved, has fast_lim 0: the slow path classifies the pointer. */
+		/* Reads one descriptor line, the object's page's own (every page of a slab
+		 * carries addr, reciprocal, cls and fast_lim, the objects carved so far): no
+		 * slab_head load, no second line for slabs of 2+ pages.  A page that is no
+		 * slab's has fast_lim 0: the slow path classifies the pointer. */
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
 		size_t soff = (size_t)((const char *)p - pg->addr);
 		size_t idx = (soff * pg->reciprocal) >> 32;

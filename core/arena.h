@@ -90,11 +90,11 @@ struct page {
 	uint8_t flags;		       /* PG_DIRTY */
 	uint8_t cls;		       /* SLAB: size class index */
 	uint8_t arena;		       /* index of the owning arena */
-	/* SLAB, every page: objects of the slab, once all are carved (set under the cache
-	 * lock, read without it by the free fast path, which then needs only this page's
-	 * descriptor line: addr, reciprocal, cls and this, no slab_head); 0 while the slab is
-	 * still being carved, in secure and memcheck mode, and on every page that is not a
-	 * slab's (so the fast path's check fails there and the slow path classifies). */
+	/* SLAB, every page: the head's carved, mirrored after each carving (under the cache
+	 * lock; read without it by the free fast path, which then needs only this page's
+	 * descriptor line: addr, reciprocal, cls and this, no slab_head).  0 in secure and
+	 * memcheck mode and on every page that is not a slab's, so the fast path's index
+	 * check fails there and the slow path classifies the pointer. */
 	uint16_t fast_lim;
 } __attribute__((aligned(64)));
 

@@ -152,15 +152,16 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 	return pg->freelist || pg->carved < s->objects;
 }
 
-/* The slab pg is carved to the end: from now on every object may be freed on the fast
- * path (pcpm_free_call), which checks the index against fast_lim of the object's page
- * alone.  Secure and memcheck mode keep 0: their frees take the checked slow path. */
-static void slab_carved_all(struct kmem_cache *s, struct page *pg)
+/* Objects were carved from slab pg: every page's fast_lim follows carved, so frees of the
+ * objects handed out so far take the fast path (pcpm_free_call), which checks the index
+ * against fast_lim of the object's page alone.  Cache lock held.  Secure and memcheck mode
+ * keep 0: their frees take the checked slow path. */
+static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
 	if (unlikely(pcpm_secure || pcpm_vg))
 		return;
 	for (unsigned i = 0; i < 1u << s->order; i++)
-		pg[i].fast_lim = (uint16_t)s->objects;
+		pg[i].fast_lim = pg->carved;
 }
 
 unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
@@ -207,8 +208,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
 			got++;
-			if (pg->carved == s->objects)
-				slab_carved_all(s, pg);
+			if (got == want || pg->carved == s->objects)
+				slab_carved(s, pg);
 		}
 		if (!slab_has_free(s, pg)) {
 			list_del(&pg->lru);
@@ -280,8 +281,7 @@ void *slab_alloc_nested(unsigned cls)
 			o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
 			vg_open_obj(o);
-			if (pg->carved == s->objects)
-				slab_carved_all(s, pg);
+			slab_carved(s, pg);
 		}
 		if (o) {
 			pg->inuse++;
