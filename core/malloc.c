@@ -1160,12 +1160,37 @@ static void *__aligned_alloc_pow2(size_t align, size_t size);
 static void *aligned_alloc_core(size_t align, size_t size);
 
 /* align: a power of two >= 16. */
-static void *aligned_alloc_pow2(size_t align, size_t size)
+/*
+ * The aligned fast path, as pcpm_malloc's: align a power of two, up to a page, size up to
+ * SLAB_MAX_SIZE: the first class of at least max(size, align) bytes whose objects are
+ * multiples of align (then every object is aligned: slabs are page aligned) from the
+ * thread cache.  NULL when that stack is empty, and always in secure and memcheck mode
+ * (their caches have no fast stacks): the caller takes aligned_alloc_slow.
+ */
+static inline __attribute__((always_inline)) void *aligned_alloc_fast(size_t align, size_t size)
+{
+	if (likely(size <= SLAB_MAX_SIZE && align <= PAGE_SIZE)) {
+		for (unsigned c = size_to_class(MAX(size, align)); c < NR_SIZE_CLASSES; c++)
+			if (!(pcpm_class_size[c] & (align - 1)))
+				return tcache_pop(c);
+	}
+	return NULL;
+}
+
+static PCPM_NOINLINE void *aligned_alloc_slow(size_t align, size_t size)
 {
 	PCPM_INSIDE_BEGIN();
 	void *p = __aligned_alloc_pow2(align, size);
 	PCPM_INSIDE_END();
 	return p;
+}
+
+/* align: a power of two (>= 16); the fast path inline, the rest out of line, so the fast
+ * path saves no registers. */
+static inline __attribute__((always_inline)) void *aligned_alloc_pow2(size_t align, size_t size)
+{
+	void *p = aligned_alloc_fast(align, size);
+	return likely(p) ? p : aligned_alloc_slow(align, size);
 }
 
 static void *__aligned_alloc_pow2(size_t align, size_t size)
@@ -1196,7 +1221,8 @@ static void *aligned_alloc_core(size_t align, size_t size)
 		 * align has every object aligned */
 		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
 			struct kmem_cache *s = &pcpm_caches[c];
-			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
+			/* align is a power of two: a mask, not a division per class tried */
+			if (!(s->size & (align - 1)) && align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
 				if (!p && unlikely(pcpm_secure) && !pcpm_vg)
 					p = tcache_secure_pop(c);
@@ -1236,11 +1262,14 @@ int pcpm_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (align < sizeof(void *) || (align & (align - 1)))
 		return EINVAL;
-	int e = errno;
-	void *p = aligned_alloc_pow2(MAX(align, 16), size);
+	void *p = aligned_alloc_fast(MAX(align, 16), size);
 	if (!p) {
-		errno = e;
-		return ENOMEM;
+		int e = errno;
+		p = aligned_alloc_slow(MAX(align, 16), size);
+		if (!p) {
+			errno = e;
+			return ENOMEM;
+		}
 	}
 	*out = p;
 	return 0;
