@@ -461,6 +461,11 @@ static void *huge_alloc(size_t size, size_t align)
 				huge_cached_bytes -= r->len;
 			r->next_free = NULL;
 			pcpm_unlock(&huge_lock);
+			/* secure mode: a larger mapping is split first, its tail staying in the
+			 * cache PROT_NONE (resident, as in the default mode, not unmapped) */
+			bool split = pcpm_secure && !grow && r->len > ALIGN_UP(len, HUGE_ALIGN);
+			if (split)
+				huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
 			/* secure mode: cached PROT_NONE (huge_free); open it again (mremap needs one
 			 * VMA), then a new guard and canary */
 			if (pcpm_secure && !pcpm_os_commit(huge_base(r), r->len)) {
@@ -475,7 +480,7 @@ static void *huge_alloc(size_t size, size_t align)
 				}
 			} else if (!pcpm_secure && r->len > ALIGN_UP(len, HUGE_ALIGN)) {
 				huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
-			} else if (r->len > len + len / 4) {
+			} else if (!split && r->len > len + len / 4) {
 				huge_shrink(r, len);
 			}
 			if (pcpm_secure)
