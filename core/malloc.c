@@ -649,6 +649,8 @@ void pcpm_free_generic(void *p, const char *call)
 	PCPM_INSIDE_END();
 }
 
+static size_t raw_usable(const void *p);
+
 /*
  * malloc from a signal handler (kernel-pcp.md §12.2): a slab object when its cache lock is
  * free and a partial slab has room, else a mapping of its own.  align: power of two.
@@ -666,7 +668,7 @@ static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
 			if (pcpm_secure)
 				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
 			tcache_count(false);
-			return p;
+			goto out;
 		}
 	}
 	p = huge_alloc_nested(MAX(n, 1), align);
@@ -675,12 +677,12 @@ static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
 out:
 	if (!p)
 		errno = ENOMEM;
+	else if (unlikely(pcpm_vg)) /* memcheck mode: described as every other block */
+		pcpm_vg_alloced(p, n, raw_usable(p), false);
 	return p;
 }
 
 static void *__malloc_slow(size_t n);
-
-static size_t raw_usable(const void *p);
 
 void *pcpm_malloc_slow(size_t n)
 {
@@ -1223,6 +1225,15 @@ static void vg_release(void *p)
 	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
 	((uintptr_t *)p)[1] = 0;
 	vg_close_obj(p);
+	if (unlikely(pcpm_sig_depth)) { /* a handler's free: the no-wait paths */
+		if (pg) {
+			pg->state = PG_NONE;
+			zone_free_run_nested(page_zone(pg), pg);
+		} else {
+			huge_free_nested(pcpm_region_of(p));
+		}
+		return;
+	}
 	if (pg) /* a page run or a huge mapping, checked when it was freed */
 		large_free(pg);
 	else
@@ -1245,6 +1256,11 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
 	tcache_count(true);
+	if (unlikely(pcpm_sig_depth)) { /* the interrupted code may hold the quarantine lock */
+		if (!pcpm_vg_quarantine_nested(p, usable))
+			vg_release(p);
+		return;
+	}
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 
