@@ -331,7 +331,23 @@ static void tcache_thread_exit(void *arg)
 
 void tcache_stats_add(struct pcpm_stats *s)
 {
-	pcpm_lock(&registry_lock);
+	/* flagged while the lock is held: a handler that interrupts this runs in the no-wait
+	 * mode, as for the slow paths (the program counter alone misses a wait in libc) */
+	PCPM_INSIDE_BEGIN();
+	bool locked = likely(!pcpm_sig_depth) ? (pcpm_lock(&registry_lock), true)
+					      : pcpm_trylock(&registry_lock);
+	if (!locked) {
+		/* a signal handler that interrupted a registry lock holder (perhaps this thread)
+		 * must not wait (kernel-pcp.md §12.2): the exited threads' totals (static,
+		 * racy read of counters that only grow) and this thread's own, not the others' */
+		struct tcache *me = &pcpm_tc;
+		s->malloc_calls += dead.malloc_calls + me->malloc_calls;
+		s->free_calls += dead.free_calls + me->free_calls;
+		s->tcache_refills += dead.refills + me->refills;
+		s->fbatch_flushes += dead.flushes + me->flushes;
+		s->large_alloc += dead.large_allocs + me->large_allocs;
+		goto nocache;
+	}
 	s->malloc_calls += dead.malloc_calls;
 	s->free_calls += dead.free_calls;
 	s->tcache_refills += dead.refills;
@@ -345,6 +361,8 @@ void tcache_stats_add(struct pcpm_stats *s)
 		s->large_alloc += tc->large_allocs;
 	}
 	pcpm_unlock(&registry_lock);
+nocache:
+	PCPM_INSIDE_END();
 	s->malloc_calls += atomic_load_explicit(&nocache_malloc, memory_order_relaxed);
 	s->free_calls += atomic_load_explicit(&nocache_free, memory_order_relaxed);
 }

@@ -162,6 +162,8 @@ unsigned tcache_fbatch(void);
 /* Sets up per-thread teardown (pthread key); once at init. */
 void pcpm_tcache_init(void);
 
+/* Adds every thread's counters to s (registry lock).  In a signal handler that finds the lock
+ * taken: the exited threads' and this thread's counters only, without waiting. */
 void tcache_stats_add(struct pcpm_stats *s);
 void tcache_lock_registry(void);
 void tcache_unlock_registry(void);

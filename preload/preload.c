@@ -101,6 +101,21 @@ static inline int clamp_int(size_t v)
 	return v > 0x7fffffff ? 0x7fffffff : (int)v;
 }
 
+/*
+ * pcpm_init() for the introspection calls below, under the "inside pcpmalloc" flag as from
+ * the slow paths: a signal handler that interrupts the set-up (init lock held across libc
+ * calls) runs in the no-wait mode of kernel-pcp.md §12.2.  (The counters' own lock hold is
+ * flagged in tcache_stats_add; formatting holds no lock and is left unflagged, so a handler
+ * that interrupts it keeps the fast paths.)
+ */
+static bool init_flagged(void)
+{
+	PCPM_INSIDE_BEGIN();
+	bool ok = pcpm_init();
+	PCPM_INSIDE_END();
+	return ok;
+}
+
 EXPORT struct mallinfo2 mallinfo2(void)
 {
 	struct pcpm_mallinfo m;
@@ -132,7 +147,7 @@ EXPORT struct mallinfo mallinfo(void)
 
 EXPORT void malloc_stats(void)
 {
-	if (pcpm_init()) /* (false: out of memory before the first block; nothing to print) */
+	if (init_flagged()) /* (false: out of memory before the first block; nothing to print) */
 		pcpm_stats_print();
 }
 
@@ -157,7 +172,7 @@ EXPORT const char *pcpmalloc_version(void)
 
 EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
 {
-	if (!pcpm_init()) { /* out of memory before the first block: no counters yet */
+	if (!init_flagged()) { /* out of memory before the first block: no counters yet */
 		if (len)
 			buf[0] = 0;
 		return 0;
@@ -168,7 +183,7 @@ EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
 EXPORT long long pcpmalloc_stat(const char *name)
 {
 	struct pcpm_stats s;
-	if (!pcpm_init())
+	if (!init_flagged())
 		return -1;
 	pcpm_stats_read(&s);
 	return pcpm_stats_get(&s, name);
