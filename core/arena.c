@@ -266,7 +266,7 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		}
 		a->base = base;
 		a->desc = desc;
-		a->reserved = want;
+		a->reserved = a->span = want;
 		a->idx = n;
 		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
@@ -294,8 +294,12 @@ static struct arena *arena_create_locked(size_t min_bytes)
 struct page *pcpm_arena_grow(struct arena *a, size_t len)
 {
 	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
-	if (c + len > a->reserved)
-		return NULL;
+	if (c + len > a->reserved) {
+		/* shrunk before (pcpm_arena_shrink): take back what is needed, if still free */
+		if (c + len > a->span || !pcpm_os_reserve_at(a->base + a->reserved, c + len - a->reserved))
+			return NULL;
+		a->reserved = c + len;
+	}
 	struct page *first = a->desc + (c >> PAGE_SHIFT);
 	size_t dlo = (size_t)((char *)first - (char *)a->desc);
 	size_t dhi = dlo + (len >> PAGE_SHIFT) * sizeof(struct page);
@@ -319,6 +323,24 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	}
 	atomic_store_explicit(&a->committed, c + len, memory_order_release);
 	return first;
+}
+
+void pcpm_arena_shrink(struct arena *a, size_t new_committed)
+{
+	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
+	/* lock-free lookups stop resolving the range first; its descriptors stay mapped (a
+	 * racing lookup of a stale pointer reads PG_NONE, an invalid pointer) */
+	atomic_store_explicit(&a->committed, new_committed, memory_order_release);
+	if (c > new_committed) {
+		pcpm_map_set(a->base + new_committed, c - new_committed, NULL);
+		/* 64 KiB of descriptors per 4 MiB: page aligned; they read as zero (PG_NONE),
+		 * as fresh ones, when the range is committed again */
+		(void)pcpm_os_purge(a->desc + (new_committed >> PAGE_SHIFT),
+				    ((c - new_committed) >> PAGE_SHIFT) * sizeof(struct page));
+	}
+	if (a->reserved > new_committed)
+		pcpm_os_unmap(a->base + new_committed, a->reserved - new_committed);
+	a->reserved = new_committed;
 }
 
 /* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */

@@ -261,6 +261,8 @@ static void huge_shrink(struct region *r, size_t len)
 	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
+static bool reclaim_address_space(void);
+
 static void *huge_alloc(size_t size, size_t align)
 {
 	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
@@ -319,6 +321,8 @@ static void *huge_alloc(size_t size, size_t align)
 	}
 fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
+	if (!p && errno == ENOMEM && reclaim_address_space())
+		p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
 	if (!p) {
 		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
 			     MAX(align, HUGE_ALIGN) >> 10, errno);
@@ -417,8 +421,10 @@ static void huge_free(struct region *r)
 		huge_unmap(r);
 }
 
-static void huge_cache_drain(void)
+/* Unmaps every cached mapping; true when there was one. */
+static bool huge_cache_drain(void)
 {
+	bool any = false;
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
@@ -428,7 +434,33 @@ static void huge_cache_drain(void)
 		pcpm_unlock(&huge_lock);
 		if (r)
 			huge_unmap(r);
+		any |= r != NULL;
 	}
+	return any;
+}
+
+/*
+ * Out of address space (ENOMEM from mmap or from an arena's growth): the direct-reclaim step
+ * of __alloc_pages_slowpath, for address space.  What is free goes back to the zones (this
+ * thread's cache, empty slabs, the pcps), cached huge mappings are unmapped, and each zone
+ * unmaps the free ends of its arenas (zone_shrink_arenas).  True when address space came
+ * back: the caller retries once.  Never from a signal handler (it takes every lock).
+ */
+static bool reclaim_address_space(void)
+{
+	if (pcpm_sig_depth || !atomic_load_explicit(&init_done, memory_order_acquire))
+		return false;
+	int e = errno;
+	tcache_flush_all(&pcpm_tc);
+	slab_shrink_all();
+	pcp_drain_all();
+	huge_drain_deferred();
+	bool got = huge_cache_drain();
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++)
+		got |= zone_shrink_arenas(&pcpm_zones[n]) > 0;
+	errno = e;
+	return got;
 }
 
 /* Periodic work: cached mappings unused for half a period give their pages back (stay
@@ -710,19 +742,25 @@ static void *__malloc_slow(size_t n)
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
-	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
-		unsigned c = size_to_class(n + SECURE_TRAILER);
-		p = tcache_alloc_slow(c);
-		if (p)
-			secure_arm_small(p, pcpm_class_size[c], n, "malloc");
-	} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
-		p = tcache_alloc_slow(size_to_class(n));
-	} else if (n > PTRDIFF_MAX) {
-		p = NULL;
-	} else {
-		p = large_alloc(n, 0);
-		if (p)
-			count_malloc();
+	for (bool retried = false;; retried = true) {
+		if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
+			unsigned c = size_to_class(n + SECURE_TRAILER);
+			p = tcache_alloc_slow(c);
+			if (p)
+				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+		} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
+			p = tcache_alloc_slow(size_to_class(n));
+		} else if (n > PTRDIFF_MAX) {
+			p = NULL;
+		} else {
+			p = large_alloc(n, 0);
+			if (p)
+				count_malloc();
+		}
+		/* the zone could not grow: address space held by free arena ends or cached
+		 * mappings (ulimit -v) comes back, then one more try */
+		if (likely(p) || retried || n > PTRDIFF_MAX || !reclaim_address_space())
+			break;
 	}
 	if (unlikely(!p)) {
 		errno = ENOMEM;

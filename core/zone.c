@@ -137,6 +137,28 @@ static bool zone_grow(struct zone *z)
 			chunk = 4UL << 20;
 	}
 	if (!first) {
+		/* an arena of this node that gave address space back (zone_shrink_arenas):
+		 * grown again in its place before a new one is opened, so the arena slots
+		 * last through any number of bursts */
+		int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
+		for (int i = 0; i < na && !first; i++) {
+			struct arena *a = pcpm_arenas[i];
+			if (!a || a == z->arena || a->node != z->node ||
+			    atomic_load_explicit(&a->committed, memory_order_relaxed) >= a->span)
+				continue;
+			size_t at = atomic_load_explicit(&a->committed, memory_order_relaxed);
+			first = pcpm_arena_grow(a, 4UL << 20);
+			if (first) {
+				z->arena = a;
+				chunk = 4UL << 20;
+				/* the policy went with the unmapped range */
+				if (z->bind >= 0 && pcpm_os_bind_node(a->base + at, chunk, z->os_node,
+								      z->bind == NUMA_BIND_STRICT) != 0)
+					z->mbind_failed++;
+			}
+		}
+	}
+	if (!first) {
 		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
 		 * where a small one fits */
 		struct arena *a = pcpm_arena_create(4UL << 20);
@@ -190,6 +212,38 @@ static bool zone_grow(struct zone *z)
 		add_free(z, first + i, MAX_PAGE_ORDER, true);
 	}
 	return true;
+}
+
+size_t zone_shrink_arenas(struct zone *z)
+{
+	size_t bytes = 0;
+	zone_lock(z);
+	int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
+	for (int i = 0; i < na; i++) {
+		struct arena *a = pcpm_arenas[i];
+		if (!a || a->node != z->node)
+			continue;
+		size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed), nc = c;
+		/* whole free MAX_PAGE_ORDER blocks at the top (the young block, in pieces, and
+		 * memcheck mode's page 0 never form one) */
+		while (nc >= (4UL << 20)) {
+			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
+			if (pg->state != PG_BUDDY || pg->order != MAX_PAGE_ORDER)
+				break;
+			del_free(z, pg, MAX_PAGE_ORDER);
+			z->managed_pages -= 1UL << MAX_PAGE_ORDER;
+			nc -= 4UL << 20;
+		}
+		if (a->reserved == nc)
+			continue;
+		bytes += a->reserved - nc;
+		pcpm_arena_shrink(a, nc);
+	}
+	zone_unlock(z);
+	if (bytes)
+		pcpm_verbose("zone %d: %zu MiB of address space unmapped (free at the arenas' ends)",
+			     z->node, bytes >> 20);
+	return bytes;
 }
 
 /* expand(): split a 2^high block down to 2^low, returning the upper halves. */
@@ -533,6 +587,9 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 	/* 1024 madvise calls (4 GiB of 4 MiB blocks) bound one pass to a few milliseconds,
 	 * none of it under the zone lock; what is left waits for the next pass */
 	zone_purge(z, half, 1024);
+	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
+	if (unlikely(pcpm_os_as_limited()))
+		zone_shrink_arenas(z);
 }
 
 /*

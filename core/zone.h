@@ -145,6 +145,16 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms);
  */
 void zone_balance_dirty(struct zone *z);
 
+/*
+ * Under an address-space limit (ulimit -v) a freed arena still counts in full: this unmaps
+ * each of the zone's arenas from its last page in use to the end of its reservation (whole
+ * free MAX_PAGE_ORDER blocks only; pcpm_arena_shrink), so that mmap - a big malloc, another
+ * library, a thread stack - gets the space back, as glibc's heap trim gives it.  The zone
+ * grows such an arena again in place before it opens a new one.  Returns the bytes unmapped.
+ * Takes the zone lock.
+ */
+size_t zone_shrink_arenas(struct zone *z);
+
 static inline int ilog2_ceil(size_t n)
 {
 	return n <= 1 ? 0 : 64 - __builtin_clzl(n - 1);
