@@ -37,6 +37,18 @@ struct region *pcpm_region_of(const void *p)
 	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
 }
 
+/* Installs a new, zeroed leaf for granule g; returns the leaf in place, which is another
+ * one when a signal handler installed its own meanwhile (map_leaf_nested; ours then stays
+ * unused, 64 KiB of metadata). */
+static struct region *_Atomic *install_leaf(uintptr_t g, struct region *_Atomic *leaf)
+{
+	struct region *_Atomic *cur = NULL;
+	if (atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &cur, leaf,
+						    memory_order_release, memory_order_acquire))
+		return leaf;
+	return cur;
+}
+
 /* Publishes (r), clears (r == NULL) or only prepares (publish false) the granules of
  * [base, base+len).  False when a leaf is needed and metadata cannot be mapped. */
 static bool map_update(const void *base, size_t len, struct region *r, bool publish)
@@ -61,7 +73,7 @@ static bool map_update(const void *base, size_t len, struct region *r, bool publ
 				ok = false;
 				break;
 			}
-			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
+			leaf = install_leaf(g, leaf);
 		}
 		if (publish)
 			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
@@ -108,21 +120,28 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 	bool have_leaves = true;
 	for (uintptr_t g = g0; have_leaves && g <= g1; g++)
 		have_leaves = atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire) != NULL;
-	bool locked = false;
-	if (!have_leaves) {
-		if (!pcpm_trylock(&map_lock))
-			return false;
-		locked = true;
-	}
+	/* map_lock, when free, keeps two handlers from mapping a leaf each for one slot */
+	bool locked = !have_leaves && pcpm_trylock(&map_lock);
 	bool ok = true;
 	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
 			continue;
 		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
-		if (leaf)
-			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
-		else
-			ok = false;
+		if (!leaf) {
+			/* meta_lock taken (or held for good in a nolock fork child): a leaf of
+			 * its own mapping, installed with one compare-exchange; map_update
+			 * installs its leaves the same way, so neither overwrites the other */
+			leaf = pcpm_os_map(sizeof(*leaf) << LEAF_BITS, PAGE_SIZE);
+			if (!leaf) {
+				ok = false;
+				break;
+			}
+			struct region *_Atomic *in = install_leaf(g, leaf);
+			if (in != leaf)
+				pcpm_os_unmap(leaf, sizeof(*leaf) << LEAF_BITS);
+			continue;
+		}
+		(void)install_leaf(g, leaf);
 	}
 	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		struct region *_Atomic *leaf =

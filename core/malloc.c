@@ -448,7 +448,7 @@ static bool huge_cache_drain(void)
  */
 static bool reclaim_address_space(void)
 {
-	if (pcpm_sig_depth || !atomic_load_explicit(&init_done, memory_order_acquire))
+	if (pcpm_nested() || !atomic_load_explicit(&init_done, memory_order_acquire))
 		return false;
 	int e = errno;
 	tcache_flush_all(&pcpm_tc);
@@ -549,7 +549,7 @@ static void *huge_realloc(struct region *r, size_t size)
 
 static void *large_alloc(size_t size, size_t align)
 {
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return huge_alloc_nested(size, align);
 	size_t req = size;
 	if (unlikely(pcpm_secure) && size >= SECURE_GUARD_MIN)
@@ -626,7 +626,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 			tcache_count(true);
 			if (unlikely(pcpm_secure))
 				large_secure_release(p, pg, call);
-			if (unlikely(pcpm_sig_depth)) {
+			if (unlikely(pcpm_nested())) {
 				pg->state = PG_NONE;
 				zone_free_run_nested(page_zone(pg), pg);
 				return;
@@ -643,7 +643,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 		tcache_count(true);
 		if (unlikely(pcpm_secure))
 			secure_check_canary(p, huge_base(r) + r->req, huge_base(r) + r->len - PAGE_SIZE, call);
-		if (unlikely(pcpm_sig_depth)) {
+		if (unlikely(pcpm_nested())) {
 			huge_free_nested(r);
 			return;
 		}
@@ -733,7 +733,7 @@ void *pcpm_malloc_slow(size_t n)
 
 static void *__malloc_slow(size_t n)
 {
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return malloc_nested(n, 0);
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
@@ -879,13 +879,13 @@ static void *__realloc(void *p, size_t size)
 	if (unlikely(pcpm_vg))
 		return vg_realloc(p, size);
 	struct page *pg = pcpm_page_of(p);
-	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
+	if (unlikely(pcpm_secure || pcpm_nested())) {
 		/* a small block stays when its slot still fits (canary and trailer checked and
 		 * moved); every other realloc moves, with the checks of malloc and free */
 		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
 		    ((uintptr_t *)p)[1] == pcpm_free_key)
 			tcache_check_double_free(p, pg->slab_head, "realloc");
-		if (pcpm_secure && !pcpm_sig_depth && pg && pg->state == PG_SLAB &&
+		if (pcpm_secure && !pcpm_nested() && pg && pg->state == PG_SLAB &&
 		    slab_obj_index(pg->slab_head, p) >= 0) {
 			struct page *head = pg->slab_head;
 			size_t slot = head->slab_cache->size;
@@ -976,7 +976,7 @@ static void *__aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return malloc_nested(size, align);
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
@@ -1082,7 +1082,7 @@ int pcpm_trim(size_t pad)
 {
 	(void)pad;
 	PCPM_INSIDE_BEGIN();
-	if (!pcpm_init()) {
+	if (pcpm_nested() || !pcpm_init()) { /* a handler: trimming takes every lock */
 		PCPM_INSIDE_END();
 		return 0;
 	}
@@ -1162,11 +1162,19 @@ static void zones_unlock_all(bool reset)
 
 /* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
 static __thread int fork_was_inside;
+/* This fork came from a signal handler that interrupted pcpmalloc (or from a nolock
+ * child): prepare took no lock, the child keeps to the no-wait paths (pcpm_nolock_all). */
+static __thread bool fork_nested;
 
 void pcpm_fork_prepare(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold any lock: waiting for it would never end */
+		fork_nested = true;
+		return;
+	}
 	fork_was_inside = pcpm_inside;
 	pcpm_inside = 1;
 	atomic_signal_fence(memory_order_seq_cst);
@@ -1185,6 +1193,10 @@ void pcpm_fork_parent(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(fork_nested)) {
+		fork_nested = false;
+		return;
+	}
 	tcache_unlock_registry();
 	pcpm_arena_unlock_all();
 	pcpm_unlock(&huge_lock);
@@ -1202,6 +1214,13 @@ void pcpm_fork_child(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(fork_nested)) {
+		/* locks stay as they were: the interrupted frame still holds its own (and
+		 * releases them when the handler returns), other threads' never come free */
+		fork_nested = false;
+		pcpm_nolock_all = 1;
+		return;
+	}
 	tcache_fork_child();
 	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
@@ -1263,7 +1282,7 @@ static void vg_release(void *p)
 	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
 	((uintptr_t *)p)[1] = 0;
 	vg_close_obj(p);
-	if (unlikely(pcpm_sig_depth)) { /* a handler's free: the no-wait paths */
+	if (unlikely(pcpm_nested())) { /* a handler's free: the no-wait paths */
 		if (pg) {
 			pg->state = PG_NONE;
 			zone_free_run_nested(page_zone(pg), pg);
@@ -1294,8 +1313,11 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
 	tcache_count(true);
-	if (unlikely(pcpm_sig_depth)) { /* the interrupted code may hold the quarantine lock */
-		if (!pcpm_vg_quarantine_nested(p, usable))
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold the quarantine lock; a huge mapping goes at once
+		 * (unmapped, a use after free still faults), so the handlers' own mappings give
+		 * their region structs back to the lock-free pool */
+		if (!pg || !pcpm_vg_quarantine_nested(p, usable))
 			vg_release(p);
 		return;
 	}
