@@ -91,6 +91,47 @@ EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 	pcpm_free_call(p, "free_aligned_sized");
 }
 
+/*
+ * glibc's own entry points (GLIBC_2.2.5), which some programs and libraries call directly
+ * (debugging wrappers, old interposers): served by pcpmalloc as well, so that a block from
+ * __libc_malloc freed with free() - or the reverse - never mixes two allocators (before,
+ * free() aborted on such a block as an invalid pointer).
+ */
+EXPORT void *__libc_malloc(size_t n)
+{
+	return pcpm_malloc(n);
+}
+
+EXPORT void __libc_free(void *p)
+{
+	pcpm_free(p);
+}
+
+EXPORT void *__libc_calloc(size_t nmemb, size_t size)
+{
+	return pcpm_calloc(nmemb, size);
+}
+
+EXPORT void *__libc_realloc(void *p, size_t size)
+{
+	return pcpm_realloc(p, size);
+}
+
+EXPORT void *__libc_memalign(size_t align, size_t size)
+{
+	return pcpm_memalign(align, size);
+}
+
+EXPORT void *__libc_valloc(size_t size)
+{
+	return pcpm_valloc(size);
+}
+
+EXPORT void *__libc_pvalloc(size_t size)
+{
+	return pcpm_pvalloc(size);
+}
+
 EXPORT int malloc_trim(size_t pad)
 {
 	return pcpm_trim(pad);
