@@ -102,17 +102,16 @@ bool pcpm_map_set(const void *base, size_t len, struct region *r)
 
 static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
 
-/* pcpm_meta_alloc for signal handlers: trylock, and only from the current chunk. */
+static void *__meta_alloc(size_t len);
+
+/* pcpm_meta_alloc for signal handlers: trylock only (mmap, for a new chunk, is
+ * async-signal-safe; a nolock fork child lives on region structs from here). */
 static void *meta_alloc_try(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	if (!pcpm_trylock(&meta_lock))
 		return NULL;
-	void *r = NULL;
-	if (meta_cur && meta_cur + len <= meta_end) {
-		r = meta_cur;
-		meta_cur += len;
-	}
+	void *r = __meta_alloc(len);
 	pcpm_unlock(&meta_lock);
 	return r;
 }
@@ -381,10 +380,9 @@ void pcpm_arena_shrink(struct arena *a, size_t new_committed)
 #define META_BOOT_BYTES 16384
 static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(64))); /* (zone.c: why 64) */
 
-void *pcpm_meta_alloc(size_t len)
+/* The bump allocation itself; meta_lock held.  NULL when no chunk can be mapped. */
+static void *__meta_alloc(size_t len)
 {
-	len = ALIGN_UP(len, 64);
-	pcpm_lock(&meta_lock);
 	if (!meta_cur && !pcpm_cfg.secure) {
 		meta_cur = meta_boot;
 		meta_end = meta_boot + META_BOOT_BYTES;
@@ -395,10 +393,8 @@ void *pcpm_meta_alloc(size_t len)
 		size_t chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
 		size_t guard = pcpm_cfg.secure ? PAGE_SIZE : 0; /* secure: a guard page each side */
 		char *p = pcpm_os_map(chunk + 2 * guard, PAGE_SIZE);
-		if (!p) {
-			pcpm_unlock(&meta_lock);
+		if (!p)
 			return NULL;
-		}
 		if (guard) {
 			pcpm_os_guard(p, guard);
 			pcpm_os_guard(p + guard + chunk, guard);
@@ -409,6 +405,14 @@ void *pcpm_meta_alloc(size_t len)
 	}
 	void *r = meta_cur;
 	meta_cur += len;
+	return r;
+}
+
+void *pcpm_meta_alloc(size_t len)
+{
+	len = ALIGN_UP(len, 64);
+	pcpm_lock(&meta_lock);
+	void *r = __meta_alloc(len);
 	pcpm_unlock(&meta_lock);
 	return r;
 }
