@@ -234,14 +234,18 @@ struct page *pcpm_page_of_slow(const void *p)
 #define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
 #define MIN_RESERVE ARENA_ALIGN
 
+bool pcpm_as_limited;
+
 size_t pcpm_arena_reserve_bytes(void)
 {
 	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
 	/* Under an address-space limit (ulimit -v) a reservation counts in full although it
 	 * is not committed: reserve an eighth of the limit at a time instead of 64 GiB. */
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		want = MIN(want, ALIGN_UP((size_t)rl.rlim_cur / 8, ARENA_ALIGN));
+		pcpm_as_limited = true; /* free arena ends are unmapped (zone_shrink_arenas) */
+	}
 	return want;
 }
 

@@ -201,6 +201,10 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len);
  */
 void pcpm_arena_shrink(struct arena *a, size_t new_committed);
 
+/* The address space is limited (RLIMIT_AS): set when an arena's size is chosen, or by an
+ * allocation that failed with ENOMEM; the zones then give free arena ends back at once. */
+extern bool pcpm_as_limited;
+
 /* Internal metadata memory (region structs, radix leaves): zeroed, never freed. */
 void *pcpm_meta_alloc(size_t len);
 

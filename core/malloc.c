@@ -452,6 +452,8 @@ static bool reclaim_address_space(void)
 	if (pcpm_nested() || !atomic_load_explicit(&init_done, memory_order_acquire))
 		return false;
 	int e = errno;
+	if (!pcpm_as_limited && pcpm_os_as_limited())
+		pcpm_as_limited = true; /* setrlimit after start-up */
 	tcache_flush_all(&pcpm_tc);
 	slab_shrink_all();
 	pcp_drain_all();

@@ -215,10 +215,10 @@ static bool zone_grow(struct zone *z)
 	return true;
 }
 
-size_t zone_shrink_arenas(struct zone *z)
+static size_t __zone_shrink_arenas(struct zone *z)
 {
 	size_t bytes = 0;
-	zone_lock(z);
+	z->shrink_pending = false;
 	int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
 	for (int i = 0; i < na; i++) {
 		struct arena *a = pcpm_arenas[i];
@@ -240,10 +240,22 @@ size_t zone_shrink_arenas(struct zone *z)
 		bytes += a->reserved - nc;
 		pcpm_arena_shrink(a, nc);
 	}
-	zone_unlock(z);
 	if (bytes)
 		pcpm_verbose("zone %d: %zu MiB of address space unmapped (free at the arenas' ends)",
 			     z->node, bytes >> 20);
+	return bytes;
+}
+
+void __zone_shrink_pending(struct zone *z)
+{
+	(void)__zone_shrink_arenas(z);
+}
+
+size_t zone_shrink_arenas(struct zone *z)
+{
+	zone_lock(z);
+	size_t bytes = __zone_shrink_arenas(z);
+	zone_unlock(z);
 	return bytes;
 }
 
@@ -322,6 +334,8 @@ void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t n
 	pg = a->desc + pfn;
 	set_buddy(pg, order, flags, (uint8_t)a->idx);
 	pg->freed_ms = now_ms;
+	if (unlikely(order == MAX_PAGE_ORDER && pcpm_as_limited))
+		z->shrink_pending = true; /* address space to give back: zone_unlock */
 	/* LIFO: the block just freed is reused first, while its pages are still resident
 	 * and cache-hot; blocks nobody wants stay behind and get purged (growth adds at the
 	 * tail, so untouched memory is used last). */
@@ -589,7 +603,7 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 	 * none of it under the zone lock; what is left waits for the next pass */
 	zone_purge(z, half, 1024);
 	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
-	if (unlikely(pcpm_os_as_limited()))
+	if (unlikely(pcpm_as_limited))
 		zone_shrink_arenas(z);
 }
 

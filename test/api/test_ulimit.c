@@ -146,7 +146,8 @@ static void memory_is_back(void)
  * A burst that uses the address space up, freed without malloc_trim: a big block must fit
  * again at once, as it does on glibc (its heap shrinks on free).  Free pages still
  * reserved by an arena count against ulimit -v; before pcpmalloc unmapped the free ends of
- * its arenas (zone_shrink_arenas), malloc(8 MiB) failed here.  bs: the burst's block size.
+ * its arenas (zone_shrink_arenas), malloc(8 MiB) failed here, and so did an mmap of the
+ * program's own.  bs: the burst's block size.
  */
 static void address_space_back(size_t bs, size_t limit)
 {
@@ -163,6 +164,12 @@ static void address_space_back(size_t bs, size_t limit)
 		free(held[i].p);
 	}
 	size_t big = limit / 2;
+	/* another library's mapping (a thread stack, a file) first: no allocator call between
+	 * the frees and it, as glibc's trim on free allows */
+	void *m = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECKF(m != MAP_FAILED, "mmap(%zu MiB) failed after a %zu MiB burst of %zu-byte blocks "
+				"was freed (limit %zu MiB)", big >> 20, n * bs >> 20, bs, limit >> 20);
+	munmap(m, big);
 	unsigned char *p = malloc(big);
 	CHECKF(p, "malloc(%zu MiB) failed after a %zu MiB burst of %zu-byte blocks was freed "
 		  "(limit %zu MiB)", big >> 20, n * bs >> 20, bs, limit >> 20);
