@@ -215,7 +215,14 @@ static bool zone_grow(struct zone *z)
 	return true;
 }
 
-static size_t __zone_shrink_arenas(struct zone *z)
+/* slack: whole free blocks left at the end of the arena the zone grows (a program that
+ * frees and takes back a block there would otherwise unmap and map it every time) */
+/* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end: glibc keeps a
+ * trim threshold for the same reason (it grows with the blocks a program frees; 8 MiB covers
+ * a block of up to one MAX_PAGE_ORDER taken and given back, and a second one beside it). */
+#define ZONE_SHRINK_SLACK 2
+
+static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 {
 	size_t bytes = 0;
 	z->shrink_pending = false;
@@ -226,11 +233,17 @@ static size_t __zone_shrink_arenas(struct zone *z)
 			continue;
 		size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed), nc = c;
 		/* whole free MAX_PAGE_ORDER blocks at the top (the young block, in pieces, and
-		 * memcheck mode's page 0 never form one) */
-		while (nc >= (4UL << 20)) {
-			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
+		 * memcheck mode's page 0 never form one); the lowest `keep` of them stay */
+		size_t free_top = 0;
+		while (free_top < c) {
+			struct page *pg = a->desc + ((c - free_top - (4UL << 20)) >> PAGE_SHIFT);
 			if (pg->state != PG_BUDDY || pg->order != MAX_PAGE_ORDER)
 				break;
+			free_top += 4UL << 20;
+		}
+		size_t keep = a == z->arena ? MIN(free_top, (size_t)slack << 22) : 0;
+		while (nc > c - free_top + keep) {
+			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
 			del_free(z, pg, MAX_PAGE_ORDER);
 			z->managed_pages -= 1UL << MAX_PAGE_ORDER;
 			nc -= 4UL << 20;
@@ -248,13 +261,13 @@ static size_t __zone_shrink_arenas(struct zone *z)
 
 void __zone_shrink_pending(struct zone *z)
 {
-	(void)__zone_shrink_arenas(z);
+	(void)__zone_shrink_arenas(z, ZONE_SHRINK_SLACK);
 }
 
 size_t zone_shrink_arenas(struct zone *z)
 {
 	zone_lock(z);
-	size_t bytes = __zone_shrink_arenas(z);
+	size_t bytes = __zone_shrink_arenas(z, 0);
 	zone_unlock(z);
 	return bytes;
 }
