@@ -215,13 +215,13 @@ static bool zone_grow(struct zone *z)
 	return true;
 }
 
-/* slack: whole free blocks left at the end of the arena the zone grows (a program that
- * frees and takes back a block there would otherwise unmap and map it every time) */
-/* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end: glibc keeps a
- * trim threshold for the same reason (it grows with the blocks a program frees; 8 MiB covers
- * a block of up to one MAX_PAGE_ORDER taken and given back, and a second one beside it). */
+/* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end, so a program that
+ * frees and takes back a block there does not unmap and map it every time: glibc keeps a
+ * trim threshold for the same reason; 8 MiB covers one MAX_PAGE_ORDER block taken and given
+ * back and a second one beside it. */
 #define ZONE_SHRINK_SLACK 2
 
+/* Zone lock held.  slack: blocks kept at the end of z->arena (0: none). */
 static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 {
 	size_t bytes = 0;
