@@ -187,7 +187,7 @@ static inline __attribute__((always_inline)) void *secure_malloc_small(size_t n)
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = size_to_class(n + SECURE_TRAILER);
 	struct tcache_bin *b = &tc->sbins[cls];
-	if (unlikely(!b->head || pcpm_sig_depth))
+	if (unlikely(!b->head || pcpm_nested()))
 		return NULL;
 	void *p = tcache_bin_pop(tc, b);
 	return __secure_arm_small(p, pcpm_class_size[cls], n,
@@ -198,7 +198,7 @@ static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->sbins[cls];
-	if (unlikely(!b->avail || pcpm_sig_depth))
+	if (unlikely(!b->avail || pcpm_nested()))
 		return false;
 	__secure_free_small(p, pcpm_class_size[cls], "free");
 	tcache_bin_push(tc, b, p);
