@@ -46,6 +46,7 @@ void zone_lock(struct zone *z)
 void zone_free_run_nested(struct zone *z, struct page *pg)
 {
 	struct page *h = atomic_load_explicit(&z->deferred, memory_order_relaxed);
+	pg->flags |= PG_DIRTY; /* the handler may have written it: calloc must not take it as zeroed */
 	do
 		pg->lru.next = (struct list_head *)h;
 	while (!atomic_compare_exchange_weak_explicit(&z->deferred, &h, pg, memory_order_release,
