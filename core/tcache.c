@@ -16,6 +16,10 @@ uintptr_t pcpm_free_key PCPM_HOT;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
 
+/* Bytes of objects above 4 KiB a thread's stack of one class may hold: one slab of
+ * PAGE_ALLOC_COSTLY_ORDER (32 KiB), what one refill from a slab of those classes gives. */
+#define TCACHE_LARGE_BYTES (PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER)
+
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct tcache *registry PCPM_HOT;
@@ -33,9 +37,15 @@ void pcpm_tcache_init(void)
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
-		 * doubled for main + spare), never below one batch. */
+		 * doubled for main + spare), never below one batch.  Above 4 KiB at most
+		 * TCACHE_LARGE_BYTES of objects (2 to 4): every thread keeps a stack per class,
+		 * and with nine classes from 8 to 16 KiB four objects each held 0.8 MiB of
+		 * xthread-large's peak, where the producer's and the consumer's stacks both
+		 * fill (a remote free parks the object in the freeing thread's cache). */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
+		if (size > 4096)
+			cap = MAX(2u, MIN(cap, TCACHE_LARGE_BYTES / size));
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
