@@ -76,7 +76,7 @@ void tcache_setup(void)
 	if (tc->state != TC_UNINIT)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		tc->bins[c].avail = pcpm_tcache_cap[c];
+		tc->bins[c].avail = tc->cap[c] = pcpm_tcache_cap[c];
 		tc->sbins[c].avail = pcpm_secure && pcpm_cfg.tcache ? SECURE_CACHE_CAP : 0;
 	}
 	tc->state = TC_ACTIVE;
@@ -93,7 +93,7 @@ void tcache_setup(void)
 /* Objects in the cache to the slab: the n on top of the stack. */
 static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 {
-	return pcpm_tcache_cap[cls] - tc->bins[cls].avail;
+	return tc->cap[cls] - tc->bins[cls].avail;
 }
 
 /* Objects on secure mode's stack of class cls. */
@@ -127,6 +127,36 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
 	b->avail += n;
 	tc->flushes++;
 	slab_free_bulk(cls, first, n);
+}
+
+/*
+ * The stack of class cls is full.  Normally one batch goes back to the slab, keeping
+ * cap - batch objects for the thread's next allocations.  A thread that has allocated
+ * nothing since its previous flush only frees (the consumer of a producer/consumer pair,
+ * which frees what another thread allocated): objects parked in its cache serve nobody, and
+ * the slabs they pin cannot be reused.  Then, as free_high drains a pcp whose CPU only
+ * frees (kernel-pcp.md §6), the whole stack goes back and the capacity drops to one batch
+ * until the thread allocates this class again (refill restores it) or allocates anything
+ * before the next flush.  xthread-small: 16 classes x 45-60 objects stayed in the
+ * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
+ */
+static void tcache_flush_full(struct tcache *tc, unsigned cls)
+{
+	struct tcache_bin *b = &tc->bins[cls];
+	unsigned batch = batch_for(cls), full = pcpm_tcache_cap[cls];
+	bool only_frees = tc->malloc_calls == tc->flush_mark;
+	tc->flush_mark = tc->malloc_calls;
+	if (full <= batch) {
+		flush_bin(tc, cls, batch);
+	} else if (only_frees) {
+		flush_bin(tc, cls, bin_count(tc, cls));
+		b->avail = tc->cap[cls] = (uint16_t)batch; /* empty stack, room for one batch */
+	} else if (tc->cap[cls] < full) {
+		b->avail += full - tc->cap[cls]; /* allocations resumed: room without a flush */
+		tc->cap[cls] = (uint16_t)full;
+	} else {
+		flush_bin(tc, cls, batch);
+	}
 }
 
 static void *__tcache_alloc_slow(unsigned cls);
@@ -173,6 +203,11 @@ static void *__tcache_alloc_slow(unsigned cls)
 		return head;
 	}
 	struct tcache_bin *b = &tc->bins[cls];
+	if (tc->cap[cls] < pcpm_tcache_cap[cls]) {
+		/* the thread allocates this class again: its full capacity back */
+		b->avail += pcpm_tcache_cap[cls] - tc->cap[cls];
+		tc->cap[cls] = pcpm_tcache_cap[cls];
+	}
 	unsigned want = batch_for(cls);
 	if (want > b->avail)
 		want = b->avail;
@@ -231,7 +266,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		slab_free_bulk(cls, p, 1);
 		return;
 	}
-	flush_bin(tc, cls, batch_for(cls));
+	tcache_flush_full(tc, cls);
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
