@@ -5,6 +5,7 @@
  */
 #include "arena.h"
 #include "config.h"
+#include "early.h"
 #include "vgmode.h"
 
 #include <errno.h>
@@ -27,6 +28,12 @@ static struct region *region_free_list PCPM_HOT;
 struct region *pcpm_region_of(const void *p)
 {
 	uintptr_t a = (uintptr_t)p;
+	/* Arena 0 is found by its range, as the free fast path finds it: its granules are
+	 * never published, so a process that stays in it writes no map at all (no radix leaf,
+	 * no root page: two page faults less at start-up). */
+	if (a - (uintptr_t)pcpm_arena0.base <
+	    atomic_load_explicit(&pcpm_arena0.committed, memory_order_acquire))
+		return pcpm_arena0.region;
 	if (a >> 47)
 		return NULL;
 	size_t g = a >> GRANULE_SHIFT;
@@ -193,6 +200,8 @@ struct region *pcpm_region_new_try(void)
 
 struct page *pcpm_page_of_slow(const void *p)
 {
+	if (pcpm_is_early(p))
+		return NULL; /* (and no read of the radix map: no page of it faults in) */
 	struct region *r = pcpm_region_of(p);
 	if (!r || r->kind != REGION_ARENA)
 		return NULL;
@@ -310,7 +319,7 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
 	vg_fresh(a->base + c, len);
-	if (!pcpm_map_set(a->base + c, len, a->region)) {
+	if (a != &pcpm_arena0 && !pcpm_map_set(a->base + c, len, a->region)) {
 		/* no metadata for the map: the chunk stays committed but unused; a later
 		 * grow commits it again */
 		pcpm_map_set(a->base + c, len, NULL);
@@ -321,12 +330,23 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	return first;
 }
 
-/* Metadata: bump allocation from 1 MiB mappings (radix leaves are 64 KiB). */
+/*
+ * Metadata: bump allocation, first from a small static chunk (what a short process needs:
+ * its pcps, a few region structs; no mapping of its own, so no mmap and no page-table page
+ * at start-up), then from 1 MiB mappings (radix leaves are 64 KiB).  In secure mode the
+ * first chunk is mapped too, for its guard pages.
+ */
+#define META_BOOT_BYTES 16384
+static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(64))); /* (zone.c: why 64) */
 
 void *pcpm_meta_alloc(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	pcpm_lock(&meta_lock);
+	if (!meta_cur && !pcpm_cfg.secure) {
+		meta_cur = meta_boot;
+		meta_end = meta_boot + META_BOOT_BYTES;
+	}
 	/* (a difference, not meta_cur + len: before the first chunk both are NULL, and
 	 * NULL + len is undefined behaviour that UBSan reports) */
 	if ((size_t)(meta_end - meta_cur) < len) {

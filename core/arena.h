@@ -6,7 +6,7 @@
  * chunk.  Each 4 KiB page has a 64-byte descriptor in a parallel array, committed in step.
  * Finding the descriptor of any pointer, interior pointers included, is O(1) and lock-free:
  * a range check against the first arena, else a two-level radix map of 4 MiB granules
- * (which also knows the huge mappings).  A pointer that lies in no committed arena page and
+ * (which knows the other arenas and the huge mappings; the first arena is never in it).  A pointer that lies in no committed arena page and
  * no huge mapping is foreign: pcpm_page_of() returns NULL and nothing is dereferenced.
  *
  * Locks: arena growth runs under the owning zone's lock; the radix map is written under
@@ -101,7 +101,8 @@ struct arena {
 	size_t reserved;	  /* bytes reserved */
 	int idx;		  /* position in pcpm_arenas */
 	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
-	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed */
+	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed
+				   * (arena 0's is returned by its range check, never published) */
 };
 
 /* The first arena is kept by value so the free path's lookup is one compare. */
@@ -123,6 +124,7 @@ struct region {
 	size_t req;		      /* HUGE, secure mode: bytes requested */
 };
 
+/* The region holding p (arena 0 by range, the rest by the radix map), or NULL.  Lock-free. */
 struct region *pcpm_region_of(const void *p);
 /*
  * Radix map updates for the granules of [base, base+len).  pcpm_map_reserve allocates the

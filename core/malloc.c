@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "alloc.h"
 #include "config.h"
+#include "early.h"
 #include "secure.h"
 #include "topology.h"
 #include "vmstat.h"
@@ -604,6 +605,10 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 		}
 		bad_page_pointer(call, p, pg);
 	}
+	if (pcpm_is_early(p)) {
+		pcpm_early_free(p, call);
+		return;
+	}
 	struct region *r = pcpm_region_of(p);
 	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
 		if (huge_state(r) != HUGE_LIVE)
@@ -656,7 +661,12 @@ void pcpm_free_generic(void *p, const char *call)
 static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
 {
 	void *p = NULL;
-	if (!atomic_load_explicit(&init_done, memory_order_acquire) || n > PTRDIFF_MAX)
+	if (!atomic_load_explicit(&init_done, memory_order_acquire)) {
+		if (align <= 16)
+			p = pcpm_early_alloc(n);
+		goto out;
+	}
+	if (n > PTRDIFF_MAX)
 		goto out;
 	size_t need = n + (pcpm_secure ? SECURE_TRAILER : 0);
 	if (align <= 16 && need <= SLAB_MAX_SIZE) {
@@ -701,6 +711,12 @@ static void *__malloc_slow(size_t n)
 {
 	if (unlikely(pcpm_sig_depth))
 		return malloc_nested(n, 0);
+	/* before the allocator proper has started: the early area while it serves */
+	if (unlikely(!atomic_load_explicit(&init_done, memory_order_acquire))) {
+		void *p = pcpm_early_alloc(n);
+		if (p)
+			return p;
+	}
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
 		return NULL;
@@ -780,6 +796,8 @@ static size_t usable_size_call(const void *p, const char *call)
 			return unlikely(pcpm_secure) ? pg->req_size : (size_t)pg->npages << PAGE_SHIFT;
 		pcpm_bad_pointer(call, p);
 	}
+	if (pcpm_is_early(p))
+		return pcpm_early_usable(p, call);
 	struct region *r = pcpm_region_of(p);
 	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
 		pcpm_bad_pointer(call, p);
@@ -894,6 +912,10 @@ static void *__realloc(void *p, size_t size)
 		}
 		return realloc_move(p, usable, size);
 	}
+	if (pcpm_is_early(p)) {
+		size_t usable = pcpm_early_usable(p, "realloc");
+		return size <= usable ? p : realloc_move(p, usable, size);
+	}
 	struct region *r = pcpm_region_of(p);
 	if (!r || r->kind != REGION_HUGE || huge_base(r) != p)
 		pcpm_bad_pointer("realloc", p);
@@ -959,7 +981,7 @@ static void *aligned_alloc_core(size_t align, size_t size)
 		/* a class whose objects are multiples of align in a slab aligned to at least
 		 * align has every object aligned */
 		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
-			struct kmem_cache *s = &pcpm_caches[c];
+			struct kmem_cache *s = kmem_cache_of(c);
 			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
 				if (!p && unlikely(pcpm_secure) && !pcpm_vg)

@@ -79,24 +79,42 @@ static unsigned calculate_order(uint32_t size)
 void pcpm_slab_init(void)
 {
 	pcpm_link_key = (uintptr_t)pcpm_random64();
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		struct kmem_cache *s = &pcpm_caches[c];
-		s->size = pcpm_class_size[c] = class_size_of(c);
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+		pcpm_class_size[c] = class_size_of(c);
+	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
+		pcpm_small_class[i] = (uint8_t)size_to_class_slow(i * 16);
+}
+
+/* kmem_cache_create() of class cls, at its first use: a short process that uses three
+ * classes writes three caches, not 64 (8 KiB, two page faults). */
+static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
+{
+	unsigned c = (unsigned)(s - pcpm_caches);
+	pcpm_lock(&s->lock);
+	if (!s->size) {
+		uint32_t size = pcpm_class_size[c];
 		s->cls = c;
-		s->order = calculate_order(s->size);
-		s->objects = (uint32_t)((PAGE_SIZE << s->order) / s->size);
-		s->reciprocal = (uint32_t)((1ULL << 32) / s->size + 1);
+		s->order = calculate_order(size);
+		s->objects = (uint32_t)((PAGE_SIZE << s->order) / size);
+		s->reciprocal = (uint32_t)((1ULL << 32) / size + 1);
 		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10]; here also at most
 		 * MIN_PARTIAL_BYTES of slabs (at least 2): the kernel's 6 or 7 slabs of 32 KiB per
 		 * cache are nothing in a machine's memory but 0.4 MiB of empty slabs per class
 		 * above 8 KiB in a process (xthread-large: up to 1 MiB over its nine classes). */
-		unsigned m = (unsigned)(31 - __builtin_clz(s->size)) / 2;
+		unsigned m = (unsigned)(31 - __builtin_clz(size)) / 2;
 		s->min_partial = m < 5 ? 5 : m > 10 ? 10 : m;
 		s->min_partial = MAX(2u, MIN(s->min_partial, MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
 		list_init(&s->partial);
+		__atomic_store_n(&s->size, size, __ATOMIC_RELEASE);
 	}
-	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
-		pcpm_small_class[i] = (uint8_t)size_to_class_slow(i * 16);
+	pcpm_unlock(&s->lock);
+	return s;
+}
+
+struct kmem_cache *kmem_cache_of(unsigned cls)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	return likely(__atomic_load_n(&s->size, __ATOMIC_ACQUIRE)) ? s : cache_setup(s);
 }
 
 static void __slab_free_deferred(struct kmem_cache *s);
@@ -155,7 +173,7 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 
 unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
 {
-	struct kmem_cache *s = &pcpm_caches[cls];
+	struct kmem_cache *s = kmem_cache_of(cls);
 	void *first = NULL, **link = &first;
 	unsigned got = 0;
 	cache_lock(s);
@@ -252,7 +270,8 @@ static void __slab_free_deferred(struct kmem_cache *s)
 void *slab_alloc_nested(unsigned cls)
 {
 	struct kmem_cache *s = &pcpm_caches[cls];
-	if (!pcpm_trylock(&s->lock))
+	/* (not set up yet: it has no slab to take from, and setting it up would wait) */
+	if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE) || !pcpm_trylock(&s->lock))
 		return NULL;
 	s->lock_count++;
 	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
@@ -354,6 +373,8 @@ size_t slab_shrink_all(void)
 	size_t pages = 0;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = &pcpm_caches[c];
+		if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE))
+			continue; /* never used: no slabs */
 		for (;;) {
 			struct page *victim = NULL;
 			cache_lock(s);

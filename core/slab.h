@@ -38,6 +38,8 @@ struct kmem_cache {
 } __attribute__((aligned(64)));
 
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
+/* The cache of class cls, set up (kmem_cache_create) at its first use; thread-safe. */
+struct kmem_cache *kmem_cache_of(unsigned cls);
 extern uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
 extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
 

@@ -6,6 +6,7 @@
 #include "stat.h"
 #include "config.h"
 #include "alloc.h"
+#include "early.h"
 #include "topology.h"
 
 #include <fcntl.h>
@@ -20,6 +21,7 @@ void pcpm_huge_stats_add(struct pcpm_stats *s);
 void pcpm_stats_read(struct pcpm_stats *s)
 {
 	memset(s, 0, sizeof(*s));
+	s->early_bytes = pcpm_early_used();
 	if (!pcpm_pcp)
 		return;
 	tcache_stats_add(s);

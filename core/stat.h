@@ -42,7 +42,8 @@
 	X(purged_bytes)		/* bytes given back with madvise */                                \
 	X(zone_grow)		/* chunks committed into the zone */                               \
 	X(mapped_bytes)		/* arena bytes committed + huge bytes mapped */                    \
-	X(resident_bytes)	/* RSS of the process when read */
+	X(resident_bytes)	/* RSS of the process when read */                                \
+	X(early_bytes)		/* early-area bytes handed out before the allocator started */
 
 struct pcpm_stats {
 #define X(n) uint64_t n;

@@ -6,9 +6,10 @@
 #include "vmstat.h"
 #include "vgmode.h"
 
-/* 1 KiB aligned: node 0's zone (640 bytes), written by every process, never straddles two
- * pages (two first-touch faults) */
-struct zone pcpm_zones[MAX_NUMNODES] __attribute__((aligned(1024)));
+/* No alignment above a cache line for .bss objects: a larger one would start .bss on a
+ * page of its own, and the byte crtstuff writes at exit (completed.0, first in .bss) would
+ * fault that page in every process; at 64 it shares the page of .data, already written. */
+struct zone pcpm_zones[MAX_NUMNODES];
 _Atomic int pcpm_nr_zones = 1;
 pcpm_lock_t pcpm_zones_lock = PCPM_LOCK_INIT;
 

@@ -40,9 +40,14 @@ int main(void)
 		if (c)
 			CHECK(pcpm_class_size[c - 1] < n);
 	}
+	/* caches are set up at their first use, once */
+	CHECK_EQ(pcpm_caches[5].size, 0);
+	CHECK(kmem_cache_of(5) == &pcpm_caches[5]);
+	CHECK_EQ(pcpm_caches[5].size, pcpm_class_size[5]);
+	CHECK_EQ(pcpm_caches[5].cls, 5);
 	/* exact object index for every offset of every slab */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		struct kmem_cache *s = &pcpm_caches[c];
+		struct kmem_cache *s = kmem_cache_of(c);
 		CHECK(s->order <= 3);
 		CHECK(s->objects >= 1);
 		CHECK((PAGE_SIZE << s->order) % s->size <= (PAGE_SIZE << s->order) / 2);

@@ -1,0 +1,80 @@
+/*
+ * early.c - the early allocator (see early.h; the kernel's memblock before mem_init()).
+ */
+#include "early.h"
+#include "vgmode.h"
+
+char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
+static _Atomic uint32_t early_used PCPM_HOT; /* bytes handed out, headers included */
+
+static inline char *early_base(void)
+{
+	return (char *)ALIGN_UP((uintptr_t)pcpm_early_area, PAGE_SIZE);
+}
+
+/* 16 bytes before each block.  check = the block's address ^ EARLY_CHECK: a pointer into
+ * the middle of a block (or into user data that merely looks like a header) does not
+ * carry its own address there. */
+struct early_hdr {
+	uintptr_t check;
+	uint32_t size;	       /* usable bytes */
+	_Atomic uint32_t state; /* EARLY_LIVE, EARLY_FREE */
+};
+#define EARLY_CHECK ((uintptr_t)0x9e3779b97f4a7c15ULL)
+#define EARLY_LIVE 0x4c495645u
+#define EARLY_FREE 0x46524545u
+
+void *pcpm_early_alloc(size_t n)
+{
+	if (n > EARLY_MAX || RUNNING_ON_VALGRIND)
+		return NULL;
+	uint32_t size = (uint32_t)ALIGN_UP(n ? n : 1, 16);
+	uint32_t need = size + (uint32_t)sizeof(struct early_hdr);
+	uint32_t off = atomic_load_explicit(&early_used, memory_order_relaxed);
+	do {
+		if (off + need > EARLY_BYTES)
+			return NULL;
+	} while (!atomic_compare_exchange_weak_explicit(&early_used, &off, off + need,
+							memory_order_relaxed, memory_order_relaxed));
+	struct early_hdr *h = (struct early_hdr *)(early_base() + off);
+	char *p = (char *)(h + 1);
+	h->check = (uintptr_t)p ^ EARLY_CHECK;
+	h->size = size;
+	atomic_store_explicit(&h->state, EARLY_LIVE, memory_order_release);
+	return p;
+}
+
+/* The header of the early block p, or an abort when p is none. */
+static struct early_hdr *early_block(const void *p, const char *call)
+{
+	uintptr_t off = (uintptr_t)p - (uintptr_t)early_base();
+	if (off < sizeof(struct early_hdr) || (off & 15) ||
+	    off > atomic_load_explicit(&early_used, memory_order_acquire))
+		pcpm_fatal("%s(): invalid pointer %p", call, p);
+	struct early_hdr *h = (struct early_hdr *)p - 1;
+	if (h->check != ((uintptr_t)p ^ EARLY_CHECK) || !h->size || h->size > EARLY_MAX)
+		pcpm_fatal("%s(): invalid pointer %p", call, p);
+	return h;
+}
+
+size_t pcpm_early_usable(const void *p, const char *call)
+{
+	struct early_hdr *h = early_block(p, call);
+	if (atomic_load_explicit(&h->state, memory_order_acquire) != EARLY_LIVE)
+		pcpm_fatal("%s(): invalid pointer %p", call, p);
+	return h->size;
+}
+
+void pcpm_early_free(void *p, const char *call)
+{
+	struct early_hdr *h = early_block(p, call);
+	uint32_t live = EARLY_LIVE;
+	if (!atomic_compare_exchange_strong_explicit(&h->state, &live, EARLY_FREE,
+						     memory_order_acq_rel, memory_order_acquire))
+		pcpm_fatal("%s(): %s %p", call, live == EARLY_FREE ? "double free" : "invalid pointer", p);
+}
+
+size_t pcpm_early_used(void)
+{
+	return atomic_load_explicit(&early_used, memory_order_relaxed);
+}

@@ -1,0 +1,50 @@
+/*
+ * early.h - the early allocator: a process's first small allocations, made before the
+ * allocator proper has started, come from a 16 KiB static area.  Mirrors the kernel's
+ * memblock, which serves boot-time allocations until mem_init() hands memory over to the
+ * buddy allocator: a short process (a shell running `:`, most of a build's processes) never
+ * reserves an arena, maps metadata or sets up a pcp, which costs it more than all its
+ * allocations (issue 3's start-up target).  The first request the area cannot serve
+ * (larger than EARLY_MAX, the area full, an aligned allocation, any allocator call that
+ * needs the zone) starts the allocator proper, and from then on every allocation comes
+ * from it.
+ *
+ * Blocks: a 16-byte header (a check word bound to the block's address, its usable size,
+ * its state) then the block, 16-byte aligned, usable size a multiple of 16 up to
+ * EARLY_MAX.  A freed early block is never reused (at most 16 KiB per process stays
+ * allocated); a double free or a pointer that is not an early block's start aborts with
+ * the usual one-line report.  Lock-free (one atomic add per allocation), so signal
+ * handlers may use it too.  Not used under valgrind (memcheck mode annotates every block)
+ * nor when a PCPMALLOC_* variable made the constructor start the allocator.
+ */
+#ifndef PCPM_EARLY_H
+#define PCPM_EARLY_H
+
+#include "os.h"
+
+#define EARLY_BYTES (16u << 10)
+#define EARLY_MAX 1024u /* largest request served, bytes */
+
+/* The area: EARLY_BYTES from its first page boundary on, so that a short process's blocks
+ * share one page (the array is only cache-line aligned: see zone.c on .bss alignment). */
+extern char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] PCPM_HIDDEN;
+
+/* A block of at least n bytes (n <= EARLY_MAX), or NULL: too large, area full, valgrind. */
+void *pcpm_early_alloc(size_t n);
+
+/* Is p inside the early area (not necessarily a block)? */
+static inline bool pcpm_is_early(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)pcpm_early_area < sizeof(pcpm_early_area);
+}
+
+/* For p inside the area: its usable bytes; aborts ("pcpmalloc: CALL(): invalid pointer")
+ * when p is not a live early block. */
+size_t pcpm_early_usable(const void *p, const char *call);
+/* Frees the early block p (marks it free; the space is not reused); aborts on an invalid
+ * pointer or a double free. */
+void pcpm_early_free(void *p, const char *call);
+/* Bytes of the area handed out so far (headers included). */
+size_t pcpm_early_used(void);
+
+#endif
