@@ -220,8 +220,11 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 		expand(z, pg, order, o);
 		pg->order = order;
 		z->pgalloc_zone += 1UL << order;
-		if (z->managed_pages - z->free_pages > z->in_use_peak)
+		if (z->managed_pages - z->free_pages > z->in_use_peak) {
 			z->in_use_peak = z->managed_pages - z->free_pages;
+			if (z->in_use_peak > z->in_use_max)
+				z->in_use_max = z->in_use_peak;
+		}
 		return pg;
 	}
 	return NULL;

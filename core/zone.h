@@ -55,6 +55,7 @@ struct zone {
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
+	size_t in_use_max;	/* highest pages in use ever (stats: zone_used_peak) */
 	_Atomic uint64_t last_purge_ms;
 	/* page runs freed by signal handlers (zone_free_run_nested), linked through lru.next:
 	 * the trylock_free_pages analogue, drained by the next zone_lock() holder */

@@ -123,6 +123,8 @@ int main(void)
 	zone_free_pages(z, big, MAX_PAGE_ORDER - 1);
 	free_live(z, 0);
 	live_pages = 0;
+	/* the peak of pages in use (stats: zone_used_peak) stays after the frees: p0 and big */
+	CHECK_EQ(z->in_use_max, 1 + (1UL << (MAX_PAGE_ORDER - 1)));
 	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free, 1);
 	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
 		CHECK_EQ(z->free_area[o].nr_free, 0);
