@@ -144,6 +144,8 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *b = &tc->bins[cls];
 	unsigned batch = batch_for(cls), full = pcpm_tcache_cap[cls];
+	if (b->avail)
+		return; /* not full: the cache was just set up (the thread's first call frees) */
 	bool only_frees = tc->malloc_calls == tc->flush_mark;
 	tc->flush_mark = tc->malloc_calls;
 	if (full <= batch) {
