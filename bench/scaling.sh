@@ -7,7 +7,8 @@
 #
 # Usage: bench/scaling.sh [--quick] [-b BUILD_DIR] [-o OUT.csv] [-t "1 2 4 8 16"] [-n RUNS]
 #                         [-a "glibc jemalloc mimalloc tcmalloc pcpmalloc"] [-w "churn ..."]
-#   --quick     1 and 2 threads, small sizes, 1 run (a check: seconds)
+#   --quick     1 and 2 threads, small sizes, 1 run (a check that it runs: its figures mean
+#               nothing; with -o unset the CSV goes to BUILD_DIR)
 #   --no-build  use BUILD_DIR as it is (the meson test does)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,12 +30,12 @@ while [ $# -gt 0 ]; do
 	-n) runs=$2; shift ;;
 	-a) allocs=$2; shift ;;
 	-w) workloads=$2; shift ;;
-	-h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,14p' "$0"; exit 0 ;;
 	*) echo "scaling.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
-[ -n "$out" ] || out=$PWD/scaling-$(date +%Y%m%d-%H%M%S).csv
+[ -n "$out" ] || out=$build/scaling-$(date +%Y%m%d-%H%M%S).csv  # (in the build tree, not the sources)
 
 # build what is needed
 if [ $nobuild = 0 ]; then

@@ -59,9 +59,20 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
+		/* Reads one descriptor line, the object's page's own (every page of a slab
+		 * carries addr, reciprocal, cls and fast_lim, the objects carved so far): no
+		 * slab_head load, no second line for slabs of 2+ pages.  A page that is no
+		 * slab's has fast_lim 0: the slow path classifies the pointer. */
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		if (likely(pg->state == PG_SLAB))
-			return pcpm_free_slab(p, pg->slab_head, call);
+		size_t soff = (size_t)((const char *)p - pg->addr);
+		size_t idx = (soff * pg->reciprocal) >> 32;
+		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff)) {
+			if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+				return pcpm_free_slab_checked(p, pg->slab_head, call);
+			if (likely(tcache_push(p, pg->cls)))
+				return;
+			return tcache_free_slow(p, pg->cls);
+		}
 	}
 	return pcpm_free_generic(p, call);
 }

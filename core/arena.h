@@ -78,10 +78,10 @@ struct page {
 	};
 	struct kmem_cache *slab_cache; /* SLAB: owning cache */
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
-	char *addr;		       /* SLAB head: address of the slab's first byte */
+	char *addr;		       /* SLAB, every page: address of the slab's first byte */
 	union {
 		uint32_t npages;     /* LARGE head: pages in the run */
-		uint32_t reciprocal; /* SLAB head: the cache's reciprocal (free path, one line) */
+		uint32_t reciprocal; /* SLAB, every page: the cache's reciprocal (free path) */
 	};
 	uint16_t inuse;		       /* SLAB head: objects handed out */
 	uint16_t carved;	       /* SLAB head: objects cut so far (bump carving) */
@@ -90,6 +90,12 @@ struct page {
 	uint8_t flags;		       /* PG_DIRTY */
 	uint8_t cls;		       /* SLAB: size class index */
 	uint8_t arena;		       /* index of the owning arena */
+	/* SLAB, every page: the head's carved, mirrored after each carving (under the cache
+	 * lock; read without it by the free fast path, which then needs only this page's
+	 * descriptor line: addr, reciprocal, cls and this, no slab_head).  0 in secure and
+	 * memcheck mode and on every page that is not a slab's, so the fast path's index
+	 * check fails there and the slow path classifies the pointer. */
+	uint16_t fast_lim;
 } __attribute__((aligned(64)));
 
 #define MAX_ARENAS 64

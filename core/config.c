@@ -80,7 +80,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_HIGH_POLICY", T_ENUM, I(high_policy), 0, 0, 1, "cache|heap",
 	  "high_min/high_max from the cache slice, or from the committed heap (kernel-pcp.md 12.4)" },
 	{ "PCPMALLOC_TOPOLOGY", T_ENUM, I(topology), 0, 0, 2, "lazy|now|off",
-	  "hwloc discovery: after 64 pcp refills and 50 ms, as soon as possible, or never" },
+	  "hwloc discovery: after 64 pcp refills and 50 ms, as soon as possible, or never (now when _XML or _SYNTHETIC is set)" },
 	{ "PCPMALLOC_TOPOLOGY_XML", T_STR, NULL, &pcpm_cfg.topology_xml, 0, 0, 0, NULL,
 	  "hwloc XML file: size the pcps for that machine instead of this one" },
 	{ "PCPMALLOC_TOPOLOGY_SYNTHETIC", T_STR, NULL, &pcpm_cfg.topology_synthetic, 0, 0, 0, NULL,
@@ -97,7 +97,7 @@ static const struct tunable table[] = {
 static struct pcpm_tunable_doc docs[NTUNABLES];
 
 /* Where each value in force came from (for PCPMALLOC_VERBOSE's block). */
-enum { SRC_DEFAULT = 0, SRC_ENV, SRC_REJECTED };
+enum { SRC_DEFAULT = 0, SRC_ENV, SRC_REJECTED, SRC_IMPLIED };
 static unsigned char src[NTUNABLES] PCPM_HOT;
 static const char *rejected[NTUNABLES]; /* the environment's text, when rejected */
 
@@ -184,6 +184,27 @@ void pcpm_config_init(void)
 				  t->name, v, t->min, t->max, t->deflt == AUTO ? " or auto" : "");
 		}
 	}
+	/* a misspelt name would silently do nothing: one warning each (PCPMALLOC_TEST_* are the
+	 * test suite's own) */
+	for (size_t k = 0; k < nmine && k < NTUNABLES; k++) {
+		const char *eq = strchr(mine[k], '=');
+		size_t len = eq ? (size_t)(eq - mine[k]) : strlen(mine[k]);
+		bool known = strncmp(mine[k], "PCPMALLOC_TEST_", 15) == 0;
+		for (size_t i = 0; i < NTUNABLES && !known; i++)
+			known = strlen(table[i].name) == len && strncmp(table[i].name, mine[k], len) == 0;
+		if (!known)
+			pcpm_warn("ignoring %.*s: no such variable (build/core/pcpmalloc-tunables lists "
+				  "them)", (int)len, mine[k]);
+	}
+	/* the documented rounding of the growth step */
+	pcpm_cfg.arena_chunk_mb = (int)ALIGN_UP(pcpm_cfg.arena_chunk_mb, 4);
+	/* a described machine is wanted from the start, not after the lazy discovery's wait */
+	for (size_t i = 0; i < NTUNABLES; i++)
+		if (table[i].ival == &pcpm_cfg.topology && src[i] == SRC_DEFAULT &&
+		    (pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic)) {
+			pcpm_cfg.topology = TOPOLOGY_NOW;
+			src[i] = SRC_IMPLIED;
+		}
 	errno = e;
 }
 
@@ -215,7 +236,9 @@ size_t pcpm_config_describe(char *buf, size_t len, size_t n)
 					 t->name, val, rejected[i]);
 		else
 			n = pcpm_bappend(buf, len, n, "pcpmalloc:   %-29s %-8s (%s)\n", t->name, val,
-					 src[i] == SRC_ENV ? "env" : "default");
+					 src[i] == SRC_ENV	? "env"
+					 : src[i] == SRC_IMPLIED ? "a described machine: at once"
+								 : "default");
 	}
 	return n;
 }

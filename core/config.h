@@ -17,6 +17,7 @@ enum { STATS_OFF = 0, STATS_TEXT = 1, STATS_JSON = 2 };
 enum { DECAY_MAINLINE = 0, DECAY_COUNT_MIN = 1 };
 enum { CPU_RSEQ = 0, CPU_GETCPU = 1, CPU_TID = 2 };
 enum { NUMA_BIND_PREFERRED = 0, NUMA_BIND_STRICT = 1, NUMA_BIND_OFF = 2 };
+enum { TOPOLOGY_LAZY = 0, TOPOLOGY_NOW = 1, TOPOLOGY_OFF = 2 };
 enum { AUTO = -1 };
 
 struct pcpm_config {

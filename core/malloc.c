@@ -151,9 +151,9 @@ static inline void count_malloc(void)
 /* ---- huge: mappings of their own, registered in the radix map ----------------------- */
 
 #define HUGE_ALIGN (4UL << 20) /* one granule per mapping start: no two share a granule */
-#define HUGE_CACHE_SLOTS 8
+#define HUGE_CACHE_SLOTS 16
 #define HUGE_CACHE_MAX (64UL << 20)	  /* larger mappings are unmapped at once */
-#define HUGE_CACHE_BYTES (128UL << 20) /* resident bytes the cache may hold */
+#define HUGE_CACHE_BYTES (256UL << 20) /* resident bytes the cache may hold */
 
 /*
  * Freed mappings stay mapped and resident in a small cache (as glibc's heap keeps blocks up
@@ -223,6 +223,8 @@ static void huge_secure_arm(struct region *r, size_t size)
 
 static void huge_unmap(struct region *r);
 static void *huge_realloc(struct region *r, size_t size);
+static struct region *__huge_cache_put(struct region *r, struct region **absorbed);
+static void huge_cache_put_done(struct region *unmap, struct region *absorbed);
 
 /*
  * The user pointer of a huge mapping.  In memcheck mode it is stored with its top bit set
@@ -262,6 +264,161 @@ static void huge_shrink(struct region *r, size_t len)
 	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
+/*
+ * Splits a mapping taken from the cache (not secure mode) at keep bytes (a multiple of
+ * HUGE_ALIGN, less than r->len): r keeps the head, the tail goes back to the cache as a
+ * mapping of its own, still resident, where huge_shrink would unmap it and the next larger
+ * request would fault it in again.  The two halves merge again when both are cached
+ * (__huge_cache_put).  Without a region struct for the tail it shrinks instead.
+ */
+static void huge_split(struct region *r, size_t keep)
+{
+	struct region *t = pcpm_region_new();
+	if (!t) {
+		huge_shrink(r, keep);
+		return;
+	}
+	t->kind = REGION_HUGE;
+	huge_set_base(t, huge_base(r) + keep);
+	t->len = r->len - keep;
+	t->dirty = r->dirty;
+	t->freed_ms = r->freed_ms;
+	t->next_free = NULL;
+	t->deferred_next = NULL;
+	t->req = 0;
+	(void)pcpm_map_set(huge_base(t), t->len, t); /* the leaves exist (r's): cannot fail */
+	r->len = keep;
+	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
+	struct region *absorbed = NULL;
+	pcpm_lock(&huge_lock);
+	struct region *unmap = __huge_cache_put(t, &absorbed);
+	pcpm_unlock(&huge_lock);
+	huge_cache_put_done(unmap, absorbed);
+}
+
+/* Puts the mappings on a deferred_next list back into the cache. */
+static void huge_cache_put_list(struct region *list)
+{
+	struct region *unmap = NULL, *absorbed = NULL;
+	pcpm_lock(&huge_lock);
+	while (list) {
+		struct region *next = list->deferred_next;
+		struct region *u = __huge_cache_put(list, &absorbed);
+		while (u) { /* append what this put evicted */
+			struct region *un = u->deferred_next;
+			u->deferred_next = unmap;
+			unmap = u;
+			u = un;
+		}
+		list = next;
+	}
+	pcpm_unlock(&huge_lock);
+	huge_cache_put_done(unmap, absorbed);
+}
+
+/*
+ * No cached mapping is large enough for len bytes (not secure mode; huge_lock held, dropped
+ * on return): build one block from several.  The resident cached mappings, largest first,
+ * until they hold len bytes, are moved with mremap into one new 4 MiB-aligned reservation:
+ * mremap moves page-table entries, so their pages come along resident, without a copy or a
+ * fault, and a program whose large blocks change size reuses the memory it freed (as a page
+ * heap reuses free spans) instead of faulting in fresh pages beside it.  The last mapping
+ * gives only its tail and keeps its head in the cache; what the cache cannot cover is
+ * committed fresh.  The result may span several VMAs, which mremap cannot grow or move as
+ * one: huge_realloc then fails and realloc copies.  NULL (everything back in the cache) when
+ * nothing is resident or a system call fails before anything moved.
+ */
+static void *__huge_gather(size_t len)
+{
+	struct region *list = NULL, **tail = &list;
+	size_t have = 0;
+	while (have < len) {
+		int big = -1;
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+			struct region *c = huge_cache[i];
+			if (c && c->dirty && (big < 0 || c->len > huge_cache[big]->len))
+				big = i;
+		}
+		if (big < 0)
+			break;
+		struct region *c = huge_cache[big];
+		huge_cache[big] = NULL;
+		huge_cached_bytes -= c->len;
+		/* stays HUGE_CACHED: a double free of it meanwhile is still reported */
+		c->deferred_next = NULL;
+		*tail = c;
+		tail = &c->deferred_next;
+		have += c->len;
+	}
+	pcpm_unlock(&huge_lock);
+	if (!list)
+		return NULL;
+	struct region *r = pcpm_region_new();
+	char *dst = r ? pcpm_os_reserve(len, HUGE_ALIGN) : NULL;
+	if (!dst || !pcpm_map_reserve(dst, len)) {
+		if (dst)
+			pcpm_os_unmap(dst, len);
+		if (r)
+			pcpm_region_free(r);
+		huge_cache_put_list(list);
+		return NULL;
+	}
+	size_t off = 0;
+	struct region *back = NULL, *gone = NULL;
+	bool failed = false;
+	while (list) {
+		struct region *c = list;
+		list = c->deferred_next;
+		size_t take = MIN(c->len, len - off);
+		char *src = huge_base(c) + c->len - take;
+		/* c keeps its head: the granules its tail fills alone are nobody's once it moved.
+		 * Cleared before the move, as huge_unmap does: once the range is free the kernel
+		 * may give it to another thread's mapping, whose granules must stay set. */
+		char *g = (char *)ALIGN_UP((uintptr_t)src, HUGE_ALIGN);
+		if (!failed && take && g < src + take)
+			pcpm_map_set(g, (size_t)(src + take - g), NULL);
+		if (failed || take == 0 || !pcpm_os_remap(src, take, take, dst + off)) {
+			if (!failed && take && g < src + take) /* still c's */
+				(void)pcpm_map_set(g, (size_t)(src + take - g), c);
+			failed = true;
+			c->deferred_next = back;
+			back = c;
+			continue;
+		}
+		off += take;
+		atomic_fetch_sub_explicit(&huge_bytes, take, memory_order_relaxed);
+		if (take < c->len) {
+			c->len -= take;
+			c->deferred_next = back;
+			back = c;
+		} else {
+			c->deferred_next = gone;
+			gone = c;
+		}
+	}
+	if (off < len && !pcpm_os_commit(dst + off, len - off)) {
+		/* the moved pages go with the reservation */
+		pcpm_os_unmap(dst, len);
+		pcpm_region_free(r);
+		r = NULL;
+	}
+	if (r) {
+		huge_region_init(r, dst, len, len);
+		r->dirty = 1;
+		(void)pcpm_map_set(dst, len, r); /* reserved above: cannot fail */
+		atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
+	}
+	while (gone) {
+		struct region *next = gone->deferred_next;
+		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+		pcpm_region_free(gone);
+		gone = next;
+	}
+	huge_cache_put_list(back);
+	return r ? dst : NULL;
+}
+
 static void *huge_alloc(size_t size, size_t align)
 {
 	size_t len = ALIGN_UP(size, PAGE_SIZE) + (pcpm_secure ? PAGE_SIZE : 0);
@@ -277,6 +434,13 @@ static void *huge_alloc(size_t size, size_t align)
 			struct region *r = huge_cache[i];
 			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
 				best = i;
+		}
+		if (best < 0 && !pcpm_secure) {
+			void *p = __huge_gather(len); /* drops huge_lock */
+			if (!p)
+				goto fresh;
+			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
+			return p;
 		}
 		bool grow = false;
 		if (best < 0) {
@@ -305,9 +469,12 @@ static void *huge_alloc(size_t size, size_t align)
 			}
 			if (grow) {
 				if (!huge_realloc(r, len)) {
-					huge_unmap(r);
+					huge_free(r); /* back to the cache (a merged range may span two
+						       * VMAs, which mremap refuses) */
 					goto fresh;
 				}
+			} else if (!pcpm_secure && r->len > ALIGN_UP(len, HUGE_ALIGN)) {
+				huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
 			} else if (r->len > len + len / 4) {
 				huge_shrink(r, len);
 			}
@@ -377,45 +544,104 @@ static void huge_unmap(struct region *r)
 	pcpm_region_free(r);
 }
 
+/*
+ * Puts the free mapping r into the cache, huge_lock held.  Outside secure mode a cached
+ * neighbour whose range touches r's (the other half of an earlier split, or the next
+ * mapping) is merged into r first, as the buddy allocator merges a freed block with its
+ * buddy, so pieces split off for smaller requests grow back into one mapping that a larger
+ * request reuses without faults.  Makes room by evicting the oldest entries.  Returns what
+ * the caller unmaps once the lock is dropped: the evicted entries and, when r does not fit
+ * at all, r (on the list through deferred_next); the structs of merged neighbours go to
+ * *absorbed (the same list) for pcpm_region_free.
+ */
+static struct region *__huge_cache_put(struct region *r, struct region **absorbed)
+{
+	struct region *unmap = NULL;
+	for (int i = 0; i < HUGE_CACHE_SLOTS && !pcpm_secure; i++) {
+		struct region *c = huge_cache[i];
+		if (!c || r->len + c->len > HUGE_CACHE_BYTES)
+			continue;
+		bool below = huge_base(c) + c->len == huge_base(r);
+		if (!below && huge_base(r) + r->len != huge_base(c))
+			continue;
+		huge_cache[i] = NULL;
+		if (c->dirty)
+			huge_cached_bytes -= c->len;
+		if (below)
+			huge_set_base(r, huge_base(c));
+		r->len += c->len;
+		r->dirty |= c->dirty;
+		r->freed_ms = MAX(r->freed_ms, c->freed_ms);
+		/* the merged range's leaves exist (both halves were published): cannot fail */
+		(void)pcpm_map_set(huge_base(r), r->len, r);
+		c->deferred_next = *absorbed;
+		*absorbed = c;
+		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+		i = -1; /* the merged mapping may touch another entry */
+	}
+	size_t add = r->dirty ? r->len : 0;
+	int slot = -1;
+	for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
+		if (!huge_cache[i])
+			slot = i;
+	/* room: evict the oldest entries until a slot is free and the resident budget allows r */
+	while (add <= HUGE_CACHE_BYTES && (slot < 0 || huge_cached_bytes + add > HUGE_CACHE_BYTES)) {
+		int old = -1;
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
+			if (huge_cache[i] && (old < 0 || huge_cache[i]->freed_ms < huge_cache[old]->freed_ms))
+				old = i;
+		if (old < 0)
+			break;
+		struct region *v = huge_cache[old];
+		huge_cache[old] = NULL;
+		if (v->dirty)
+			huge_cached_bytes -= v->len;
+		v->deferred_next = unmap;
+		unmap = v;
+		slot = old;
+	}
+	if (slot >= 0 && huge_cached_bytes + add <= HUGE_CACHE_BYTES) {
+		huge_cache[slot] = r;
+		r->next_free = (struct region *)HUGE_CACHED;
+		huge_cached_bytes += add;
+	} else {
+		r->deferred_next = unmap;
+		unmap = r;
+	}
+	return unmap;
+}
+
+/* Unmaps what __huge_cache_put evicted and frees the structs it merged away. */
+static void huge_cache_put_done(struct region *unmap, struct region *absorbed)
+{
+	while (unmap) {
+		struct region *next = unmap->deferred_next;
+		unmap->next_free = NULL;
+		huge_unmap(unmap);
+		unmap = next;
+	}
+	while (absorbed) {
+		struct region *next = absorbed->deferred_next;
+		pcpm_region_free(absorbed);
+		absorbed = next;
+	}
+}
+
 static void huge_free(struct region *r)
 {
-	struct region *victim = NULL;
 	/* secure mode: a cached mapping is PROT_NONE, so a use after free faults as it would
 	 * on an unmapped one, while its pages stay resident for the next huge_alloc */
-	if (r->len <= HUGE_CACHE_MAX && (!pcpm_secure || pcpm_os_guard(huge_base(r), r->len))) {
-		r->dirty = 1;
-		r->freed_ms = pcpm_now_ms();
-		pcpm_lock(&huge_lock);
-		/* room: evict the oldest entries until the resident budget allows r */
-		int slot = -1;
-		for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
-			if (!huge_cache[i])
-				slot = i;
-		if (slot < 0 || huge_cached_bytes + r->len > HUGE_CACHE_BYTES) {
-			int old = -1;
-			for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
-				if (huge_cache[i] && (old < 0 || huge_cache[i]->freed_ms < huge_cache[old]->freed_ms))
-					old = i;
-			if (old >= 0 && (slot < 0 || huge_cached_bytes + r->len > HUGE_CACHE_BYTES)) {
-				victim = huge_cache[old];
-				huge_cache[old] = NULL;
-				if (victim->dirty)
-					huge_cached_bytes -= victim->len;
-				slot = old;
-			}
-		}
-		if (huge_cached_bytes + r->len <= HUGE_CACHE_BYTES) {
-			huge_cache[slot] = r;
-			r->next_free = (struct region *)1;
-			huge_cached_bytes += r->len;
-			r = NULL;
-		}
-		pcpm_unlock(&huge_lock);
-	}
-	if (victim)
-		huge_unmap(victim);
-	if (r)
+	if (r->len > HUGE_CACHE_MAX || (pcpm_secure && !pcpm_os_guard(huge_base(r), r->len))) {
 		huge_unmap(r);
+		return;
+	}
+	r->dirty = 1;
+	r->freed_ms = pcpm_now_ms();
+	struct region *absorbed = NULL;
+	pcpm_lock(&huge_lock);
+	struct region *unmap = __huge_cache_put(r, &absorbed);
+	pcpm_unlock(&huge_lock);
+	huge_cache_put_done(unmap, absorbed);
 }
 
 static void huge_cache_drain(void)
@@ -470,7 +696,12 @@ size_t pcpm_huge_cached_bytes(void)
 	return huge_cached_bytes;
 }
 
-/* Grows or shrinks a huge mapping with mremap; the result stays 4 MiB aligned. */
+/*
+ * Grows or shrinks a huge mapping with mremap; the result stays 4 MiB aligned.  NULL when
+ * it cannot (r unchanged), e.g. a mapping __huge_gather built from several VMAs.  Granules
+ * the mapping leaves are cleared before the system call frees them: from then on the kernel
+ * may hand the range to another thread's mapping, whose granules must stay set.
+ */
 static void *huge_realloc(struct region *r, size_t size)
 {
 	size_t len = ALIGN_UP(size, PAGE_SIZE);
@@ -478,9 +709,15 @@ static void *huge_realloc(struct region *r, size_t size)
 		return huge_base(r);
 	char *old = huge_base(r);
 	size_t oldlen = r->len;
+	char *g = (char *)ALIGN_UP((uintptr_t)old + len, HUGE_ALIGN); /* first granule left */
+	bool shrink = len < oldlen && g < old + oldlen;
+	if (shrink)
+		pcpm_map_set(g, (size_t)(old + oldlen - g), NULL);
 	/* the map's leaves for the new range first: publishing it below then cannot fail */
 	void *p = pcpm_map_reserve(old, len) ? pcpm_os_remap(old, oldlen, len, NULL) : NULL;
 	if (!p) {
+		if (shrink)
+			(void)pcpm_map_set(g, (size_t)(old + oldlen - g), r);
 		/* move: into an aligned reservation, so the pages are moved, not copied */
 		char *dst = pcpm_os_reserve(len, HUGE_ALIGN);
 		if (!dst)
@@ -489,14 +726,14 @@ static void *huge_realloc(struct region *r, size_t size)
 			pcpm_os_unmap(dst, len);
 			return NULL;
 		}
+		pcpm_map_set(old, oldlen, NULL);
 		p = pcpm_os_remap(old, oldlen, len, dst);
 		if (!p) {
+			(void)pcpm_map_set(old, oldlen, r); /* the leaves exist: cannot fail */
 			pcpm_os_unmap(dst, len);
 			return NULL;
 		}
 	}
-	if (p != old || len < oldlen)
-		pcpm_map_set(old, oldlen, NULL);
 	huge_set_base(r, p);
 	r->len = len;
 	(void)pcpm_map_set(p, len, r); /* reserved above: cannot fail */
@@ -922,10 +1159,9 @@ static void *__realloc(void *p, size_t size)
 	if (huge_state(r) == HUGE_CACHED)
 		double_free("realloc", p);
 	if (size > HUGE_THRESHOLD) {
+		/* mremap fails on a mapping gathered from several (several VMAs): copy */
 		void *q = huge_realloc(r, size);
-		if (!q)
-			errno = ENOMEM;
-		return q;
+		return q ? q : realloc_move(p, r->len, size);
 	}
 	return realloc_move(p, r->len, size);
 }
@@ -946,12 +1182,37 @@ static void *__aligned_alloc_pow2(size_t align, size_t size);
 static void *aligned_alloc_core(size_t align, size_t size);
 
 /* align: a power of two >= 16. */
-static void *aligned_alloc_pow2(size_t align, size_t size)
+/*
+ * The aligned fast path, as pcpm_malloc's: align a power of two, up to a page, size up to
+ * SLAB_MAX_SIZE: the first class of at least max(size, align) bytes whose objects are
+ * multiples of align (then every object is aligned: slabs are page aligned) from the
+ * thread cache.  NULL when that stack is empty, and always in secure and memcheck mode
+ * (their caches have no fast stacks): the caller takes aligned_alloc_slow.
+ */
+static inline __attribute__((always_inline)) void *aligned_alloc_fast(size_t align, size_t size)
+{
+	if (likely(size <= SLAB_MAX_SIZE && align <= PAGE_SIZE)) {
+		for (unsigned c = size_to_class(MAX(size, align)); c < NR_SIZE_CLASSES; c++)
+			if (!(pcpm_class_size[c] & (align - 1)))
+				return tcache_pop(c);
+	}
+	return NULL;
+}
+
+static PCPM_NOINLINE void *aligned_alloc_slow(size_t align, size_t size)
 {
 	PCPM_INSIDE_BEGIN();
 	void *p = __aligned_alloc_pow2(align, size);
 	PCPM_INSIDE_END();
 	return p;
+}
+
+/* align: a power of two (>= 16); the fast path inline, the rest out of line, so the fast
+ * path saves no registers. */
+static inline __attribute__((always_inline)) void *aligned_alloc_pow2(size_t align, size_t size)
+{
+	void *p = aligned_alloc_fast(align, size);
+	return likely(p) ? p : aligned_alloc_slow(align, size);
 }
 
 static void *__aligned_alloc_pow2(size_t align, size_t size)
@@ -982,7 +1243,8 @@ static void *aligned_alloc_core(size_t align, size_t size)
 		 * align has every object aligned */
 		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
 			struct kmem_cache *s = kmem_cache_of(c);
-			if (s->size % align == 0 && align <= (PAGE_SIZE << s->order)) {
+			/* align is a power of two: a mask, not a division per class tried */
+			if (!(s->size & (align - 1)) && align <= (PAGE_SIZE << s->order)) {
 				void *p = tcache_pop(c);
 				if (!p && unlikely(pcpm_secure) && !pcpm_vg)
 					p = tcache_secure_pop(c);
@@ -1022,11 +1284,14 @@ int pcpm_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (align < sizeof(void *) || (align & (align - 1)))
 		return EINVAL;
-	int e = errno;
-	void *p = aligned_alloc_pow2(MAX(align, 16), size);
+	void *p = aligned_alloc_fast(MAX(align, 16), size);
 	if (!p) {
-		errno = e;
-		return ENOMEM;
+		int e = errno;
+		p = aligned_alloc_slow(MAX(align, 16), size);
+		if (!p) {
+			errno = e;
+			return ENOMEM;
+		}
 	}
 	*out = p;
 	return 0;

@@ -141,9 +141,13 @@ static struct page *new_slab(struct kmem_cache *s)
 		pg[i].slab_head = pg;
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
+		pg[i].fast_lim = 0;
 	}
-	pg->addr = page_address(pg);
-	pg->reciprocal = s->reciprocal;
+	char *addr = page_address(pg);
+	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */
+		pg[i].addr = addr;
+		pg[i].reciprocal = s->reciprocal;
+	}
 	pg->freelist = NULL;
 	pg->inuse = 0;
 	/* memcheck mode: the descriptor's addr points at object 0, which would make a leaked
@@ -160,6 +164,8 @@ static struct page *new_slab(struct kmem_cache *s)
 static void discard_slab(struct kmem_cache *s, struct page *pg)
 {
 	unsigned n = 1u << s->order;
+	for (unsigned i = 0; i < n; i++)
+		pg[i].fast_lim = 0;
 	for (unsigned i = 1; i < n; i++)
 		pg[i].state = PG_NONE;
 	pg->state = PG_NONE;
@@ -169,6 +175,18 @@ static void discard_slab(struct kmem_cache *s, struct page *pg)
 static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 {
 	return pg->freelist || pg->carved < s->objects;
+}
+
+/* Objects were carved from slab pg: every page's fast_lim follows carved, so frees of the
+ * objects handed out so far take the fast path (pcpm_free_call), which checks the index
+ * against fast_lim of the object's page alone.  Cache lock held.  Secure and memcheck mode
+ * keep 0: their frees take the checked slow path. */
+static void slab_carved(struct kmem_cache *s, struct page *pg)
+{
+	if (unlikely(pcpm_secure || pcpm_vg))
+		return;
+	for (unsigned i = 0; i < 1u << s->order; i++)
+		pg[i].fast_lim = pg->carved;
 }
 
 unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
@@ -215,6 +233,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 			((uintptr_t *)o)[1] = key;
 			pg->inuse++;
 			got++;
+			if (got == want || pg->carved == s->objects)
+				slab_carved(s, pg);
 		}
 		if (!slab_has_free(s, pg)) {
 			list_del(&pg->lru);
@@ -287,6 +307,7 @@ void *slab_alloc_nested(unsigned cls)
 			o = pg->addr + (size_t)pg->carved * s->size;
 			pg->carved++;
 			vg_open_obj(o);
+			slab_carved(s, pg);
 		}
 		if (o) {
 			pg->inuse++;

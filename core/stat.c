@@ -9,6 +9,7 @@
 #include "early.h"
 #include "topology.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <stdarg.h>
@@ -214,7 +215,7 @@ static int stderr_copy = -1;
 
 void pcpm_stats_init(void)
 {
-	if (pcpm_cfg.stats != STATS_OFF && !pcpm_cfg.stats_file)
+	if (pcpm_cfg.stats != STATS_OFF) /* (also for the warning when the file cannot be written) */
 		stderr_copy = fcntl(2, F_DUPFD_CLOEXEC, 100); /* far from the fds programs expect */
 }
 
@@ -225,6 +226,7 @@ void pcpm_stats_dump_at_exit(void)
 	/* a discovery in flight on its helper thread: its sizes, if they come within 1 s */
 	pcpm_topology_wait(1000);
 	int fd = stderr_copy >= 0 && fcntl(stderr_copy, F_GETFD) >= 0 ? stderr_copy : 2;
+	int err_fd = fd; /* (a program may have closed fd 2 by now: coreutils' close_stdout) */
 	if (pcpm_cfg.stats_file) {
 		char path[4096];
 		size_t k = 0;
@@ -239,7 +241,12 @@ void pcpm_stats_dump_at_exit(void)
 		path[k] = 0;
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0) {
-			pcpm_warn("cannot write PCPMALLOC_STATS_FILE %s", path);
+			char msg[4200];
+			int m = snprintf(msg, sizeof(msg),
+					 "pcpmalloc: cannot write PCPMALLOC_STATS_FILE %s: %s\n", path,
+					 strerror(errno));
+			if (m > 0 && write(err_fd, msg, (size_t)MIN((size_t)m, sizeof(msg) - 1)) < 0)
+				return;
 			return;
 		}
 	}

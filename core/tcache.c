@@ -64,10 +64,19 @@ unsigned tcache_fbatch(void)
 	return fbatch;
 }
 
+/*
+ * Objects per refill and per flush: the free batch, but at most half the capacity (rounded
+ * up), so a refill or a flush leaves the stack half full and the next run of frees or of
+ * allocations of the class stays on the fast path.  With the whole capacity (15 of the 15
+ * of 1-4 KiB classes) a flush emptied the stack and the next allocation refilled it, and a
+ * refill filled it up to the next flush: a program whose allocations and frees of a class
+ * alternate in short runs went to the slab every few calls (wl-frag: 40k refills and 40k
+ * flushes in 3M allocations).  Classes of 30 and more objects keep the full batch.
+ */
 static inline unsigned batch_for(unsigned cls)
 {
-	unsigned cap = pcpm_tcache_cap[cls];
-	return cap < fbatch ? cap : fbatch;
+	unsigned half = (pcpm_tcache_cap[cls] + 1) / 2;
+	return half < fbatch ? half : fbatch;
 }
 
 void tcache_setup(void)

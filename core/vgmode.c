@@ -26,7 +26,7 @@ void pcpm_vg_init(void)
 		pcpm_vg = on_memcheck = r == 0;
 		/* memcheck mode needs no exact pcp sizes, and hwloc's x86 backend complains
 		 * on stderr under valgrind: no lazy discovery (now, XML, synthetic still run) */
-		if (pcpm_vg && pcpm_cfg.topology == 0)
+		if (pcpm_vg && pcpm_cfg.topology == TOPOLOGY_LAZY)
 			pcpm_cfg.topology = 2;
 	}
 	if (pcpm_vg && pcpm_cfg.verbose)

@@ -25,13 +25,25 @@ static int env_int(const char *name, int deflt)
 		return deflt;
 	char *end;
 	long x = strtol(v, &end, 0);
-	return *end ? deflt : (int)x;
+	if (end == v || *end) {
+		fprintf(stderr, "pcpmalloc-topology: ignoring %s=%s: not an integer; using the default\n",
+			name, v);
+		return deflt;
+	}
+	return (int)x;
 }
 
-static void usage(const char *argv0)
+static void usage(const char *argv0, int status)
 {
-	fprintf(stderr, "usage: %s [--xml FILE | --synthetic DESC] [--json]\n", argv0);
-	exit(2);
+	fprintf(status ? stderr : stdout,
+		"usage: %s [--xml FILE | --synthetic DESC] [--json]\n"
+		"Prints, per CPU of this machine (or of the described one), its caches and the pcp\n"
+		"sizes pcpmalloc derives from them; PCPMALLOC_CACHE_SLICE, _BATCH, _HIGH_MIN,\n"
+		"_HIGH_MAX, _FREE_HIGH_BATCH, _SLICE_FACTOR and _HIGH_POLICY apply as in the library\n"
+		"(the slice column stays the machine's, as in the library's JSON statistics; an\n"
+		"override changes the sizes computed from it).\n",
+		argv0);
+	exit(status);
 }
 
 int main(int argc, char **argv)
@@ -45,8 +57,10 @@ int main(int argc, char **argv)
 			synth = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			usage(argv[0], 0);
 		else
-			usage(argv[0]);
+			usage(argv[0], 2);
 	}
 	const struct pcpm_hwloc_fns f = {
 		hwloc_get_api_version, hwloc_topology_init,	 hwloc_topology_set_xml,
@@ -136,9 +150,11 @@ int main(int argc, char **argv)
 		       "\"high_max_min\": %ld, \"high_max_max\": %ld, \"free_high_batch_cpus\": %d}}\n",
 		       shown, cores, packages, nodes, hmax_lo, hmax_hi, fhb);
 	} else {
-		printf("%d CPUs, %d cores, %d packages, %d NUMA nodes; high_max %ld..%ld pages "
+		printf("%d CPU%s, %d core%s, %d package%s, %d NUMA node%s; high_max %ld..%ld pages "
 		       "(%.1f..%.1f MiB); free_high_batch on %d of %d CPUs; policy %s\n",
-		       shown, cores, packages, nodes, hmax_lo, hmax_hi, hmax_lo * 4096.0 / 1048576,
+		       shown, shown == 1 ? "" : "s", cores, cores == 1 ? "" : "s", packages,
+		       packages == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s", hmax_lo, hmax_hi,
+		       hmax_lo * 4096.0 / 1048576,
 		       hmax_hi * 4096.0 / 1048576, fhb, shown, policy ? "heap" : "cache");
 	}
 	free(cpus);

@@ -48,7 +48,6 @@ static uint64_t start_ms PCPM_HOT;
  * the link map; discovery (itself a dlopen) waits for that.  Weak: resolved from ld.so. */
 extern struct r_debug _r_debug __attribute__((weak));
 
-enum { TOPO_LAZY = 0, TOPO_NOW = 1, TOPO_OFF = 2 };
 
 void pcpm_topology_init(void)
 {
@@ -96,9 +95,9 @@ void pcpm_topology_init(void)
 		for (int i = 0; i < pcpm_nr_cpus; i++)
 			cpus[i] = provisional;
 	start_ms = pcpm_now_ms();
-	if (pcpm_cfg.topology == TOPO_OFF)
+	if (pcpm_cfg.topology == TOPOLOGY_OFF)
 		atomic_store(&claimed, 1);
-	else if (pcpm_cfg.topology == TOPO_NOW)
+	else if (pcpm_cfg.topology == TOPOLOGY_NOW)
 		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
 }
 
@@ -128,7 +127,8 @@ void pcpm_topology_tick(void)
 static void failed(const char *why, const char *detail)
 {
 	pcpm_topology_state = -1;
-	if (pcpm_cfg.verbose)
+	/* a machine described by PCPMALLOC_TOPOLOGY_XML/_SYNTHETIC was asked for: say so */
+	if (pcpm_cfg.verbose || pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic)
 		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
 			  detail ? ": " : "", detail ? detail : "");
 }
@@ -305,7 +305,7 @@ void pcpm_topology_discover(void)
 	int e = errno;
 	/* PCPMALLOC_TOPOLOGY=now asked for the sizes before the first allocation returns
 	 * (tests, measurements): discovery runs right here, at the first malloc. */
-	if (pcpm_cfg.topology == TOPO_NOW)
+	if (pcpm_cfg.topology == TOPOLOGY_NOW)
 		discover();
 	else
 		start_helper();

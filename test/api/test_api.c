@@ -953,6 +953,67 @@ static void test_huge_cache_grow(void)
 	}
 }
 
+/* Mappings no request fits alone are gathered into one block with mremap: a cache hit whose
+ * pages are the freed ones (moved, not fresh: they still hold the old bytes), every byte
+ * usable, calloc's bytes zero, and realloc of such a block (several VMAs, which mremap
+ * refuses to move as one) grows and shrinks it with its contents. */
+static void test_huge_cache_gather(void)
+{
+	if (!tu_pcp.stat) {
+		printf("  huge cache gather: not running on pcpmalloc, skipped (debug mode)\n");
+		return;
+	}
+	/* secure mode caches mappings PROT_NONE and never gathers; memcheck mode quarantines
+	 * freed blocks: both only check the blocks */
+	const char *sec = getenv("PCPMALLOC_SECURE"), *vg = getenv("PCPMALLOC_VALGRIND");
+	bool plain = !(sec && *sec == '1') && !(vg && *vg == '1');
+	const size_t piece = tu_opaque(12u << 20), big = tu_opaque(20u << 20);
+	for (int use_calloc = 0; use_calloc < 2; use_calloc++) {
+		malloc_trim(0); /* empties the cache: a and c below are its only entries */
+		unsigned char *a = malloc(piece), *b = malloc(piece), *c = malloc(piece);
+		CHECK(a && b && c);
+		memset(a, 0x11, piece);
+		memset(b, 0x22, piece);
+		memset(c, 0x44, piece);
+		free(a);
+		free(c); /* b stays: neither freed mapping holds 20 MiB */
+		long long h0 = tu_pcp.stat("huge_cache_hits");
+		unsigned char *q = use_calloc ? calloc(1, big) : malloc(big);
+		CHECK(q != NULL);
+		CHECK(malloc_usable_size(q) >= big);
+		if (plain) {
+			CHECKF(tu_pcp.stat("huge_cache_hits") == h0 + 1,
+			       "%s(%zu) with two freed %zu-byte mappings cached: no cache hit",
+			       use_calloc ? "calloc" : "malloc", big, piece);
+			if (!use_calloc)
+				for (size_t i = 0; i < big; i += 4096)
+					CHECKF(q[i] == 0x11 || q[i] == 0x44,
+					       "malloc(%zu) gathered from freed mappings: page at %zu "
+					       "reads %#x, not a moved page", big, i, q[i]);
+		}
+		if (use_calloc)
+			for (size_t i = 0; i < big; i += 512)
+				CHECKF(q[i] == 0, "calloc(%zu) from gathered mappings: byte %zu is %#x", big, i, q[i]);
+		for (size_t i = 0; i < big; i += 4096)
+			q[i] = (unsigned char)(i >> 12);
+		q[big - 1] = 0x77;
+		for (size_t i = 0; i < piece; i += 4096)
+			CHECKF(b[i] == 0x22, "live block beside the gathered ones: byte %zu is %#x", i, b[i]);
+		unsigned char *r = realloc(q, 2 * big);
+		CHECK(r != NULL);
+		for (size_t i = 0; i < big - 1; i += 4096)
+			CHECKF(r[i] == (unsigned char)(i >> 12), "realloc grow of a gathered block: byte %zu is %#x", i, r[i]);
+		CHECK(r[big - 1] == 0x77);
+		memset(r + big, 0x55, big);
+		unsigned char *s = realloc(r, big / 2 + 4096 * 3 + 1);
+		CHECK(s != NULL);
+		for (size_t i = 0; i < big / 2; i += 4096)
+			CHECKF(s[i] == (unsigned char)(i >> 12), "realloc shrink: byte %zu is %#x", i, s[i]);
+		free(s);
+		free(b);
+	}
+}
+
 static void test_pcpmalloc_stats(void)
 {
 	if (!tu_pcp.stat) {
@@ -1052,6 +1113,7 @@ int main(void)
 		{"free_sized", test_free_sized},
 		{"pcpmalloc stats", test_pcpmalloc_stats},
 		{"huge cache grows a cached mapping", test_huge_cache_grow},
+		{"huge cache gathers freed mappings", test_huge_cache_gather},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
