@@ -20,6 +20,7 @@ meson compile -C build >/dev/null
 lib=$PWD/build/preload/libpcpmalloc.so
 
 echo "== a real program under pcpmalloc, with its statistics (PCPMALLOC_STATS=1) =="
+echo "(python3 bench/workloads/pychurn.py 5: dict, list and str churn; it prints its checksum)"
 LD_PRELOAD=$lib PCPMALLOC_STATS=1 "$py" bench/workloads/pychurn.py 5
 
 echo

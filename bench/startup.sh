@@ -88,6 +88,9 @@ for n in names:
               "true_cpu_ratio": ct, "loop_cpu_ratio": cl, "true_runs": t[n][1], "loop_runs": l[n][1]}
     print("%-10s %14.3f %8.3f %22.1f %8.3f   %6.3f %6.3f             %d/%d" %
           (n, t[n][0] * 1e3, rt, l[n][0] * 1e3, rl, ct, cl, t[n][1], l[n][1]))
+print("(ratios: median over median of glibc; CPU-time ratios: /bin/true, loop; runs: timed runs of"
+      " /bin/true / of the loop behind each median. Wall medians move by several % between runs"
+      " on a busy machine: compare in one run, and with build/bench/startup-cpu.)")
 if out:
     json.dump(res, open(out, "w"), indent=1)
 EOF
