@@ -44,6 +44,18 @@ struct region *pcpm_region_of(const void *p)
 	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
 }
 
+/* Installs a new, zeroed leaf for granule g; returns the leaf in place, which is another
+ * one when a signal handler installed its own meanwhile (map_leaf_nested; ours then stays
+ * unused, 64 KiB of metadata). */
+static struct region *_Atomic *install_leaf(uintptr_t g, struct region *_Atomic *leaf)
+{
+	struct region *_Atomic *cur = NULL;
+	if (atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &cur, leaf,
+						    memory_order_release, memory_order_acquire))
+		return leaf;
+	return cur;
+}
+
 /* Publishes (r), clears (r == NULL) or only prepares (publish false) the granules of
  * [base, base+len).  False when a leaf is needed and metadata cannot be mapped. */
 static bool map_update(const void *base, size_t len, struct region *r, bool publish)
@@ -68,7 +80,7 @@ static bool map_update(const void *base, size_t len, struct region *r, bool publ
 				ok = false;
 				break;
 			}
-			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
+			leaf = install_leaf(g, leaf);
 		}
 		if (publish)
 			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
@@ -90,17 +102,16 @@ bool pcpm_map_set(const void *base, size_t len, struct region *r)
 
 static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
 
-/* pcpm_meta_alloc for signal handlers: trylock, and only from the current chunk. */
+static void *__meta_alloc(size_t len);
+
+/* pcpm_meta_alloc for signal handlers: trylock only (mmap, for a new chunk, is
+ * async-signal-safe; a nolock fork child lives on region structs from here). */
 static void *meta_alloc_try(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	if (!pcpm_trylock(&meta_lock))
 		return NULL;
-	void *r = NULL;
-	if (meta_cur && meta_cur + len <= meta_end) {
-		r = meta_cur;
-		meta_cur += len;
-	}
+	void *r = __meta_alloc(len);
 	pcpm_unlock(&meta_lock);
 	return r;
 }
@@ -115,21 +126,28 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 	bool have_leaves = true;
 	for (uintptr_t g = g0; have_leaves && g <= g1; g++)
 		have_leaves = atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire) != NULL;
-	bool locked = false;
-	if (!have_leaves) {
-		if (!pcpm_trylock(&map_lock))
-			return false;
-		locked = true;
-	}
+	/* map_lock, when free, keeps two handlers from mapping a leaf each for one slot */
+	bool locked = !have_leaves && pcpm_trylock(&map_lock);
 	bool ok = true;
 	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
 			continue;
 		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
-		if (leaf)
-			atomic_store_explicit(&map_root[g >> LEAF_BITS], leaf, memory_order_release);
-		else
-			ok = false;
+		if (!leaf) {
+			/* meta_lock taken (or held for good in a nolock fork child): a leaf of
+			 * its own mapping, installed with one compare-exchange; map_update
+			 * installs its leaves the same way, so neither overwrites the other */
+			leaf = pcpm_os_map(sizeof(*leaf) << LEAF_BITS, PAGE_SIZE);
+			if (!leaf) {
+				ok = false;
+				break;
+			}
+			struct region *_Atomic *in = install_leaf(g, leaf);
+			if (in != leaf)
+				pcpm_os_unmap(leaf, sizeof(*leaf) << LEAF_BITS);
+			continue;
+		}
+		(void)install_leaf(g, leaf);
 	}
 	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		struct region *_Atomic *leaf =
@@ -216,14 +234,18 @@ struct page *pcpm_page_of_slow(const void *p)
 #define ARENA_ALIGN (4UL << 20) /* one MAX_PAGE_ORDER block */
 #define MIN_RESERVE ARENA_ALIGN
 
+bool pcpm_as_limited;
+
 size_t pcpm_arena_reserve_bytes(void)
 {
 	size_t want = (size_t)pcpm_cfg.arena_reserve_gb << 30;
 	/* Under an address-space limit (ulimit -v) a reservation counts in full although it
 	 * is not committed: reserve an eighth of the limit at a time instead of 64 GiB. */
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
 		want = MIN(want, ALIGN_UP((size_t)rl.rlim_cur / 8, ARENA_ALIGN));
+		pcpm_as_limited = true; /* free arena ends are unmapped (zone_shrink_arenas) */
+	}
 	return want;
 }
 
@@ -275,7 +297,7 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		}
 		a->base = base;
 		a->desc = desc;
-		a->reserved = want;
+		a->reserved = a->span = want;
 		a->idx = n;
 		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
@@ -303,8 +325,12 @@ static struct arena *arena_create_locked(size_t min_bytes)
 struct page *pcpm_arena_grow(struct arena *a, size_t len)
 {
 	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
-	if (c + len > a->reserved)
-		return NULL;
+	if (c + len > a->reserved) {
+		/* shrunk before (pcpm_arena_shrink): take back what is needed, if still free */
+		if (c + len > a->span || !pcpm_os_reserve_at(a->base + a->reserved, c + len - a->reserved))
+			return NULL;
+		a->reserved = c + len;
+	}
 	struct page *first = a->desc + (c >> PAGE_SHIFT);
 	size_t dlo = (size_t)((char *)first - (char *)a->desc);
 	size_t dhi = dlo + (len >> PAGE_SHIFT) * sizeof(struct page);
@@ -330,6 +356,25 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 	return first;
 }
 
+void pcpm_arena_shrink(struct arena *a, size_t new_committed)
+{
+	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
+	/* lock-free lookups stop resolving the range first; its descriptors stay mapped (a
+	 * racing lookup of a stale pointer reads PG_NONE, an invalid pointer) */
+	atomic_store_explicit(&a->committed, new_committed, memory_order_release);
+	if (c > new_committed) {
+		if (a != &pcpm_arena0) /* (arena 0 is found by range, never in the map) */
+			pcpm_map_set(a->base + new_committed, c - new_committed, NULL);
+		/* 64 KiB of descriptors per 4 MiB: page aligned; they read as zero (PG_NONE),
+		 * as fresh ones, when the range is committed again */
+		(void)pcpm_os_purge(a->desc + (new_committed >> PAGE_SHIFT),
+				    ((c - new_committed) >> PAGE_SHIFT) * sizeof(struct page));
+	}
+	if (a->reserved > new_committed)
+		pcpm_os_unmap(a->base + new_committed, a->reserved - new_committed);
+	a->reserved = new_committed;
+}
+
 /*
  * Metadata: bump allocation, first from a small static chunk (what a short process needs:
  * its pcps, a few region structs; no mapping of its own, so no mmap and no page-table page
@@ -339,10 +384,9 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 #define META_BOOT_BYTES 16384
 static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(64))); /* (zone.c: why 64) */
 
-void *pcpm_meta_alloc(size_t len)
+/* The bump allocation itself; meta_lock held.  NULL when no chunk can be mapped. */
+static void *__meta_alloc(size_t len)
 {
-	len = ALIGN_UP(len, 64);
-	pcpm_lock(&meta_lock);
 	if (!meta_cur && !pcpm_cfg.secure) {
 		meta_cur = meta_boot;
 		meta_end = meta_boot + META_BOOT_BYTES;
@@ -353,10 +397,8 @@ void *pcpm_meta_alloc(size_t len)
 		size_t chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
 		size_t guard = pcpm_cfg.secure ? PAGE_SIZE : 0; /* secure: a guard page each side */
 		char *p = pcpm_os_map(chunk + 2 * guard, PAGE_SIZE);
-		if (!p) {
-			pcpm_unlock(&meta_lock);
+		if (!p)
 			return NULL;
-		}
 		if (guard) {
 			pcpm_os_guard(p, guard);
 			pcpm_os_guard(p + guard + chunk, guard);
@@ -367,6 +409,14 @@ void *pcpm_meta_alloc(size_t len)
 	}
 	void *r = meta_cur;
 	meta_cur += len;
+	return r;
+}
+
+void *pcpm_meta_alloc(size_t len)
+{
+	len = ALIGN_UP(len, 64);
+	pcpm_lock(&meta_lock);
+	void *r = __meta_alloc(len);
 	pcpm_unlock(&meta_lock);
 	return r;
 }

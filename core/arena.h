@@ -104,7 +104,8 @@ struct arena {
 	char *base;		  /* first byte; 4 MiB aligned */
 	_Atomic size_t committed; /* bytes committed (readable/writable) from base */
 	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
-	size_t reserved;	  /* bytes reserved */
+	size_t reserved;	  /* bytes reserved (shrinks with pcpm_arena_shrink) */
+	size_t span;		  /* bytes the first reservation and the descriptor array cover */
 	int idx;		  /* position in pcpm_arenas */
 	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
 	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed
@@ -195,6 +196,20 @@ size_t pcpm_arena_reserve_bytes(void);
  * descriptor, or NULL when the arena is full or the kernel refuses.  Zone lock held.
  */
 struct page *pcpm_arena_grow(struct arena *a, size_t len);
+
+/*
+ * Gives the arena's address space from new_committed (4 MiB aligned, <= committed) to the
+ * end of its reservation back to the kernel (munmap): the pages there must be free and off
+ * every list.  Their descriptors are cleared and the radix map forgets them, so a later
+ * mapping placed there is found as what it is.  pcpm_arena_grow reserves the range again
+ * (up to span) when it is still free.  The memory hot-remove analogue (offline_pages) for
+ * processes under an address-space limit.  Zone lock held.
+ */
+void pcpm_arena_shrink(struct arena *a, size_t new_committed);
+
+/* The address space is limited (RLIMIT_AS): set when an arena's size is chosen, or by an
+ * allocation that failed with ENOMEM; the zones then give free arena ends back at once. */
+extern bool pcpm_as_limited;
 
 /* Internal metadata memory (region structs, radix leaves): zeroed, never freed. */
 void *pcpm_meta_alloc(size_t len);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 struct pcpm_config pcpm_cfg PCPM_HOT;
 
@@ -138,7 +139,11 @@ void pcpm_config_init(void)
 	 * in the whole environment cost 1300 strncmp calls, a fifth of a shell's start-up
 	 * instructions.  Past NTUNABLES entries, the rest are read with pcpm_getenv. */
 	const char *mine[NTUNABLES];
-	size_t nmine = pcpm_env_prefixed("PCPMALLOC_", mine, NTUNABLES);
+	/* A set-user-ID/set-group-ID or file-capability program (AT_SECURE) takes no
+	 * PCPMALLOC_* from its environment, which a less privileged user wrote (as glibc's
+	 * loader drops MALLOC_* there): PCPMALLOC_STATS_FILE would create or truncate any file
+	 * with the program's privileges.  Every tunable keeps its default. */
+	size_t nmine = getauxval(AT_SECURE) ? 0 : pcpm_env_prefixed("PCPMALLOC_", mine, NTUNABLES);
 	for (size_t i = 0; i < NTUNABLES; i++) {
 		const struct tunable *t = &table[i];
 		const char *v = !nmine ? NULL

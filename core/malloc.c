@@ -264,6 +264,7 @@ static void huge_shrink(struct region *r, size_t len)
 	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
+static bool reclaim_address_space(void);
 /*
  * Splits a mapping taken from the cache (not secure mode) at keep bytes (a multiple of
  * HUGE_ALIGN, less than r->len): r keeps the head, the tail goes back to the cache as a
@@ -487,6 +488,8 @@ static void *huge_alloc(size_t size, size_t align)
 	}
 fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
+	if (!p && errno == ENOMEM && reclaim_address_space())
+		p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
 	if (!p) {
 		pcpm_verbose("huge: mmap of %zu KiB (aligned to %zu KiB) failed: errno %d", len >> 10,
 			     MAX(align, HUGE_ALIGN) >> 10, errno);
@@ -644,8 +647,10 @@ static void huge_free(struct region *r)
 	huge_cache_put_done(unmap, absorbed);
 }
 
-static void huge_cache_drain(void)
+/* Unmaps every cached mapping; true when there was one. */
+static bool huge_cache_drain(void)
 {
+	bool any = false;
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		pcpm_lock(&huge_lock);
 		struct region *r = huge_cache[i];
@@ -655,7 +660,35 @@ static void huge_cache_drain(void)
 		pcpm_unlock(&huge_lock);
 		if (r)
 			huge_unmap(r);
+		any |= r != NULL;
 	}
+	return any;
+}
+
+/*
+ * Out of address space (ENOMEM from mmap or from an arena's growth): the direct-reclaim step
+ * of __alloc_pages_slowpath, for address space.  What is free goes back to the zones (this
+ * thread's cache, empty slabs, the pcps), cached huge mappings are unmapped, and each zone
+ * unmaps the free ends of its arenas (zone_shrink_arenas).  True when address space came
+ * back: the caller retries once.  Never from a signal handler (it takes every lock).
+ */
+static bool reclaim_address_space(void)
+{
+	if (pcpm_nested() || !atomic_load_explicit(&init_done, memory_order_acquire))
+		return false;
+	int e = errno;
+	if (!pcpm_as_limited && pcpm_os_as_limited())
+		pcpm_as_limited = true; /* setrlimit after start-up */
+	tcache_flush_all(&pcpm_tc);
+	slab_shrink_all();
+	pcp_drain_all();
+	huge_drain_deferred();
+	bool got = huge_cache_drain();
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++)
+		got |= zone_shrink_arenas(&pcpm_zones[n]) > 0;
+	errno = e;
+	return got;
 }
 
 /* Periodic work: cached mappings unused for half a period give their pages back (stay
@@ -755,7 +788,7 @@ static void *huge_realloc(struct region *r, size_t size)
 
 static void *large_alloc(size_t size, size_t align)
 {
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return huge_alloc_nested(size, align);
 	size_t req = size;
 	if (unlikely(pcpm_secure) && size >= SECURE_GUARD_MIN)
@@ -832,7 +865,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 			tcache_count(true);
 			if (unlikely(pcpm_secure))
 				large_secure_release(p, pg, call);
-			if (unlikely(pcpm_sig_depth)) {
+			if (unlikely(pcpm_nested())) {
 				pg->state = PG_NONE;
 				zone_free_run_nested(page_zone(pg), pg);
 				return;
@@ -853,7 +886,7 @@ void pcpm_free_slow(void *p, struct page *pg, const char *call)
 		tcache_count(true);
 		if (unlikely(pcpm_secure))
 			secure_check_canary(p, huge_base(r) + r->req, huge_base(r) + r->len - PAGE_SIZE, call);
-		if (unlikely(pcpm_sig_depth)) {
+		if (unlikely(pcpm_nested())) {
 			huge_free_nested(r);
 			return;
 		}
@@ -891,6 +924,8 @@ void pcpm_free_generic(void *p, const char *call)
 	PCPM_INSIDE_END();
 }
 
+static size_t raw_usable(const void *p);
+
 /*
  * malloc from a signal handler (kernel-pcp.md §12.2): a slab object when its cache lock is
  * free and a partial slab has room, else a mapping of its own.  align: power of two.
@@ -913,7 +948,7 @@ static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
 			if (pcpm_secure)
 				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
 			tcache_count(false);
-			return p;
+			goto out;
 		}
 	}
 	p = huge_alloc_nested(MAX(n, 1), align);
@@ -922,12 +957,12 @@ static PCPM_NOINLINE void *malloc_nested(size_t n, size_t align)
 out:
 	if (!p)
 		errno = ENOMEM;
+	else if (unlikely(pcpm_vg)) /* memcheck mode: described as every other block */
+		pcpm_vg_alloced(p, n, raw_usable(p), false);
 	return p;
 }
 
 static void *__malloc_slow(size_t n);
-
-static size_t raw_usable(const void *p);
 
 void *pcpm_malloc_slow(size_t n)
 {
@@ -946,7 +981,7 @@ void *pcpm_malloc_slow(size_t n)
 
 static void *__malloc_slow(size_t n)
 {
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return malloc_nested(n, 0);
 	/* before the allocator proper has started: the early area while it serves */
 	if (unlikely(!atomic_load_explicit(&init_done, memory_order_acquire))) {
@@ -961,19 +996,25 @@ static void *__malloc_slow(size_t n)
 	tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
-	if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
-		unsigned c = size_to_class(n + SECURE_TRAILER);
-		p = tcache_alloc_slow(c);
-		if (p)
-			secure_arm_small(p, pcpm_class_size[c], n, "malloc");
-	} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
-		p = tcache_alloc_slow(size_to_class(n));
-	} else if (n > PTRDIFF_MAX) {
-		p = NULL;
-	} else {
-		p = large_alloc(n, 0);
-		if (p)
-			count_malloc();
+	for (bool retried = false;; retried = true) {
+		if (unlikely(pcpm_secure) && n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
+			unsigned c = size_to_class(n + SECURE_TRAILER);
+			p = tcache_alloc_slow(c);
+			if (p)
+				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+		} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
+			p = tcache_alloc_slow(size_to_class(n));
+		} else if (n > PTRDIFF_MAX) {
+			p = NULL;
+		} else {
+			p = large_alloc(n, 0);
+			if (p)
+				count_malloc();
+		}
+		/* the zone could not grow: address space held by free arena ends or cached
+		 * mappings (ulimit -v) comes back, then one more try */
+		if (likely(p) || retried || n > PTRDIFF_MAX || !reclaim_address_space())
+			break;
 	}
 	if (unlikely(!p)) {
 		errno = ENOMEM;
@@ -1094,13 +1135,13 @@ static void *__realloc(void *p, size_t size)
 	if (unlikely(pcpm_vg))
 		return vg_realloc(p, size);
 	struct page *pg = pcpm_page_of(p);
-	if (unlikely(pcpm_secure || pcpm_sig_depth)) {
+	if (unlikely(pcpm_secure || pcpm_nested())) {
 		/* a small block stays when its slot still fits (canary and trailer checked and
 		 * moved); every other realloc moves, with the checks of malloc and free */
 		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
 		    ((uintptr_t *)p)[1] == pcpm_free_key)
 			tcache_check_double_free(p, pg->slab_head, "realloc");
-		if (pcpm_secure && !pcpm_sig_depth && pg && pg->state == PG_SLAB &&
+		if (pcpm_secure && !pcpm_nested() && pg && pg->state == PG_SLAB &&
 		    slab_obj_index(pg->slab_head, p) >= 0) {
 			struct page *head = pg->slab_head;
 			size_t slot = head->slab_cache->size;
@@ -1219,7 +1260,7 @@ static void *__aligned_alloc_pow2(size_t align, size_t size)
 {
 	if (align <= 16)
 		return pcpm_malloc(size);
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return malloc_nested(size, align);
 	if (unlikely(!pcpm_init())) {
 		errno = ENOMEM;
@@ -1329,7 +1370,7 @@ int pcpm_trim(size_t pad)
 {
 	(void)pad;
 	PCPM_INSIDE_BEGIN();
-	if (!pcpm_init()) {
+	if (pcpm_nested() || !pcpm_init()) { /* a handler: trimming takes every lock */
 		PCPM_INSIDE_END();
 		return 0;
 	}
@@ -1409,11 +1450,19 @@ static void zones_unlock_all(bool reset)
 
 /* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
 static __thread int fork_was_inside;
+/* This fork came from a signal handler that interrupted pcpmalloc (or from a nolock
+ * child): prepare took no lock, the child keeps to the no-wait paths (pcpm_nolock_all). */
+static __thread bool fork_nested;
 
 void pcpm_fork_prepare(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold any lock: waiting for it would never end */
+		fork_nested = true;
+		return;
+	}
 	fork_was_inside = pcpm_inside;
 	pcpm_inside = 1;
 	atomic_signal_fence(memory_order_seq_cst);
@@ -1432,6 +1481,10 @@ void pcpm_fork_parent(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(fork_nested)) {
+		fork_nested = false;
+		return;
+	}
 	tcache_unlock_registry();
 	pcpm_arena_unlock_all();
 	pcpm_unlock(&huge_lock);
@@ -1449,6 +1502,13 @@ void pcpm_fork_child(void)
 {
 	if (!atomic_load_explicit(&init_done, memory_order_acquire))
 		return;
+	if (unlikely(fork_nested)) {
+		/* locks stay as they were: the interrupted frame still holds its own (and
+		 * releases them when the handler returns), other threads' never come free */
+		fork_nested = false;
+		pcpm_nolock_all = 1;
+		return;
+	}
 	tcache_fork_child();
 	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
@@ -1510,6 +1570,15 @@ static void vg_release(void *p)
 	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
 	((uintptr_t *)p)[1] = 0;
 	vg_close_obj(p);
+	if (unlikely(pcpm_nested())) { /* a handler's free: the no-wait paths */
+		if (pg) {
+			pg->state = PG_NONE;
+			zone_free_run_nested(page_zone(pg), pg);
+		} else {
+			huge_free_nested(pcpm_region_of(p));
+		}
+		return;
+	}
 	if (pg) /* a page run or a huge mapping, checked when it was freed */
 		large_free(pg);
 	else
@@ -1532,6 +1601,14 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);
 	tcache_count(true);
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold the quarantine lock; a huge mapping goes at once
+		 * (unmapped, a use after free still faults), so the handlers' own mappings give
+		 * their region structs back to the lock-free pool */
+		if (!pg || !pcpm_vg_quarantine_nested(p, usable))
+			vg_release(p);
+		return;
+	}
 	pcpm_vg_quarantine(p, usable, vg_release);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,6 +102,35 @@ void *pcpm_os_reserve(size_t len, size_t align)
 	if (a + len < p + over)
 		munmap(a + len, (p + over) - (a + len));
 	return a;
+}
+
+bool pcpm_os_reserve_at(void *p, size_t len)
+{
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
+#endif
+	if (FAULT(ENOMEM))
+		return false;
+	int e = errno;
+	char *q = mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+		       -1, 0);
+	errno = e;
+	if (q == MAP_FAILED)
+		return false;
+	if (q != p) { /* a kernel that ignored the flag placed it elsewhere */
+		munmap(q, len);
+		return false;
+	}
+	return true;
+}
+
+bool pcpm_os_as_limited(void)
+{
+	struct rlimit rl;
+	int e = errno;
+	bool lim = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+	errno = e;
+	return lim;
 }
 
 bool pcpm_os_guard(void *p, size_t len)

@@ -91,6 +91,11 @@ static inline void pcpm_lock_reset(pcpm_lock_t *l)
  *   preserved.
  */
 void *pcpm_os_reserve(size_t len, size_t align);
+/* Reserves [p, p+len) exactly (PROT_NONE, MAP_FIXED_NOREPLACE); false when any of it is
+ * mapped already or the kernel refuses (ENOMEM); errno preserved. */
+bool pcpm_os_reserve_at(void *p, size_t len);
+/* Is the address space limited (RLIMIT_AS, ulimit -v)?  Reservations then count in full. */
+bool pcpm_os_as_limited(void);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);

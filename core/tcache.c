@@ -182,7 +182,7 @@ void *tcache_alloc_slow(unsigned cls)
 static void *__tcache_alloc_slow(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return slab_alloc_nested(cls);
 	tcache_ensure();
 	void *head = tcache_pop(cls);
@@ -249,7 +249,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *sb = &tc->sbins[cls];
-	if (unlikely(pcpm_secure) && likely(sb->avail && sb->avail <= SECURE_CACHE_CAP && !pcpm_sig_depth &&
+	if (unlikely(pcpm_secure) && likely(sb->avail && sb->avail <= SECURE_CACHE_CAP && !pcpm_nested() &&
 					     tc->state == TC_ACTIVE)) {
 		/* secure mode, room on the thread's own stack: checks, junk, push */
 		secure_free_small(p, pcpm_class_size[cls], "free");
@@ -258,7 +258,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	}
 	if (unlikely(pcpm_secure))
 		secure_free_small(p, pcpm_class_size[cls], "free");
-	if (unlikely(pcpm_sig_depth)) {
+	if (unlikely(pcpm_nested())) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		slab_free_nested(p, pcpm_page_of(p)->slab_head);
 		return;
@@ -328,7 +328,7 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 
 void tcache_check_double_free(void *p, struct page *head, const char *call)
 {
-	if (unlikely(pcpm_sig_depth))
+	if (unlikely(pcpm_nested()))
 		return; /* the confirmation takes locks; a signal handler may not wait for them */
 	struct tcache *tc = &pcpm_tc;
 	unsigned cls = head->cls;
@@ -363,8 +363,8 @@ void tcache_flush_all(struct tcache *tc)
 static void tcache_thread_exit(void *arg)
 {
 	struct tcache *tc = arg;
-	if (tc != &pcpm_tc || tc->state != TC_ACTIVE)
-		return;
+	if (tc != &pcpm_tc || tc->state != TC_ACTIVE || pcpm_nolock_all)
+		return; /* (nolock child: the flush would wait; the objects stay cached) */
 	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
@@ -387,7 +387,23 @@ static void tcache_thread_exit(void *arg)
 
 void tcache_stats_add(struct pcpm_stats *s)
 {
-	pcpm_lock(&registry_lock);
+	/* flagged while the lock is held: a handler that interrupts this runs in the no-wait
+	 * mode, as for the slow paths (the program counter alone misses a wait in libc) */
+	PCPM_INSIDE_BEGIN();
+	bool locked = likely(!pcpm_nested()) ? (pcpm_lock(&registry_lock), true)
+					      : pcpm_trylock(&registry_lock);
+	if (!locked) {
+		/* a signal handler that interrupted a registry lock holder (perhaps this thread)
+		 * must not wait (kernel-pcp.md §12.2): the exited threads' totals (static,
+		 * racy read of counters that only grow) and this thread's own, not the others' */
+		struct tcache *me = &pcpm_tc;
+		s->malloc_calls += dead.malloc_calls + me->malloc_calls;
+		s->free_calls += dead.free_calls + me->free_calls;
+		s->tcache_refills += dead.refills + me->refills;
+		s->fbatch_flushes += dead.flushes + me->flushes;
+		s->large_alloc += dead.large_allocs + me->large_allocs;
+		goto nocache;
+	}
 	s->malloc_calls += dead.malloc_calls;
 	s->free_calls += dead.free_calls;
 	s->tcache_refills += dead.refills;
@@ -401,6 +417,8 @@ void tcache_stats_add(struct pcpm_stats *s)
 		s->large_alloc += tc->large_allocs;
 	}
 	pcpm_unlock(&registry_lock);
+nocache:
+	PCPM_INSIDE_END();
 	s->malloc_calls += atomic_load_explicit(&nocache_malloc, memory_order_relaxed);
 	s->free_calls += atomic_load_explicit(&nocache_free, memory_order_relaxed);
 }
@@ -450,6 +468,7 @@ void tcache_fork_child(void)
  * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
  */
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
+int pcpm_nolock_all;
 __thread int pcpm_inside __attribute__((tls_model("initial-exec")));
 static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
 

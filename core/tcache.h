@@ -102,6 +102,20 @@ void pcpm_signal_enter(void);
 void pcpm_signal_exit(void);
 
 /*
+ * Set for good in the child of a fork() called by a signal handler that had interrupted
+ * pcpmalloc (pcpm_fork_prepare could take no lock without deadlocking on the interrupted
+ * code's): the locks other threads held at the fork stay taken in the child, so every
+ * thread of the child keeps to the no-wait paths of the handlers.
+ */
+extern int pcpm_nolock_all PCPM_HIDDEN;
+
+/* Must the slow paths avoid waiting for a lock (a signal handler, or such a child)? */
+static inline bool pcpm_nested(void)
+{
+	return pcpm_sig_depth || pcpm_nolock_all;
+}
+
+/*
  * The per-thread "inside allocator" flag of kernel-pcp.md §12.2, kept by the slow paths only
  * (the fast paths run entirely in pcpmalloc's own code, which the signal wrapper recognises
  * from the interrupted program counter).  A handler that interrupted neither runs the normal
@@ -127,7 +141,7 @@ static inline void *tcache_secure_pop(unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
 	struct tcache_bin *b = &tc->sbins[cls];
-	if (!b->head || pcpm_sig_depth || tc->state != TC_ACTIVE)
+	if (!b->head || pcpm_nested() || tc->state != TC_ACTIVE)
 		return NULL;
 	return tcache_bin_pop(tc, b);
 }
@@ -166,6 +180,8 @@ unsigned tcache_fbatch(void);
 /* Sets up per-thread teardown (pthread key); once at init. */
 void pcpm_tcache_init(void);
 
+/* Adds every thread's counters to s (registry lock).  In a signal handler that finds the lock
+ * taken: the exited threads' and this thread's counters only, without waiting. */
 void tcache_stats_add(struct pcpm_stats *s);
 void tcache_lock_registry(void);
 void tcache_unlock_registry(void);

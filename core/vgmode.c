@@ -110,6 +110,24 @@ void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p))
 	}
 }
 
+bool pcpm_vg_quarantine_nested(void *p, size_t usable)
+{
+	/* the interrupted code may hold q_lock: one try; no eviction (release would take
+	 * the normal, locking free paths) */
+	if (usable > VG_QUARANTINE_BYTES / 4 || !pcpm_trylock(&q_lock))
+		return false;
+	bool queued = q_count < VG_QUARANTINE_SLOTS && q_bytes + usable <= VG_QUARANTINE_BYTES;
+	if (queued) {
+		unsigned tail = (q_head + q_count) % VG_QUARANTINE_SLOTS;
+		q_ring[tail].p = p;
+		q_ring[tail].usable = usable;
+		q_count++;
+		q_bytes += usable;
+	}
+	pcpm_unlock(&q_lock);
+	return queued;
+}
+
 void pcpm_vg_quarantine_drain(void (*release)(void *p))
 {
 	for (;;) {

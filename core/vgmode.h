@@ -89,6 +89,12 @@ size_t pcpm_vg_block_size(const void *p, size_t usable);
  * once when it is too large to hold).  release() runs with no lock held.
  */
 void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p));
+/*
+ * The same from a signal handler that interrupted pcpmalloc (kernel-pcp.md §12.2): never
+ * waits.  Queues p when the quarantine lock is free at the first try and there is room without
+ * giving older blocks back; false otherwise (the caller then frees p at once, nested-safe).
+ */
+bool pcpm_vg_quarantine_nested(void *p, size_t usable);
 /* Empties the quarantine through release() (malloc_trim). */
 void pcpm_vg_quarantine_drain(void (*release)(void *p));
 /* fork: the quarantine lock is taken around fork and reset in the child. */

@@ -139,6 +139,28 @@ static bool zone_grow(struct zone *z)
 			chunk = 4UL << 20;
 	}
 	if (!first) {
+		/* an arena of this node that gave address space back (zone_shrink_arenas):
+		 * grown again in its place before a new one is opened, so the arena slots
+		 * last through any number of bursts */
+		int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
+		for (int i = 0; i < na && !first; i++) {
+			struct arena *a = pcpm_arenas[i];
+			if (!a || a == z->arena || a->node != z->node ||
+			    atomic_load_explicit(&a->committed, memory_order_relaxed) >= a->span)
+				continue;
+			size_t at = atomic_load_explicit(&a->committed, memory_order_relaxed);
+			first = pcpm_arena_grow(a, 4UL << 20);
+			if (first) {
+				z->arena = a;
+				chunk = 4UL << 20;
+				/* the policy went with the unmapped range */
+				if (z->bind >= 0 && pcpm_os_bind_node(a->base + at, chunk, z->os_node,
+								      z->bind == NUMA_BIND_STRICT) != 0)
+					z->mbind_failed++;
+			}
+		}
+	}
+	if (!first) {
 		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
 		 * where a small one fits */
 		struct arena *a = pcpm_arena_create(4UL << 20);
@@ -192,6 +214,63 @@ static bool zone_grow(struct zone *z)
 		add_free(z, first + i, MAX_PAGE_ORDER, true);
 	}
 	return true;
+}
+
+/* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end, so a program that
+ * frees and takes back a block there does not unmap and map it every time: glibc keeps a
+ * trim threshold for the same reason; 8 MiB covers one MAX_PAGE_ORDER block taken and given
+ * back and a second one beside it. */
+#define ZONE_SHRINK_SLACK 2
+
+/* Zone lock held.  slack: blocks kept at the end of z->arena (0: none). */
+static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
+{
+	size_t bytes = 0;
+	z->shrink_pending = false;
+	int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
+	for (int i = 0; i < na; i++) {
+		struct arena *a = pcpm_arenas[i];
+		if (!a || a->node != z->node)
+			continue;
+		size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed), nc = c;
+		/* whole free MAX_PAGE_ORDER blocks at the top (the young block, in pieces, and
+		 * memcheck mode's page 0 never form one); the lowest `keep` of them stay */
+		size_t free_top = 0;
+		while (free_top < c) {
+			struct page *pg = a->desc + ((c - free_top - (4UL << 20)) >> PAGE_SHIFT);
+			if (pg->state != PG_BUDDY || pg->order != MAX_PAGE_ORDER)
+				break;
+			free_top += 4UL << 20;
+		}
+		size_t keep = a == z->arena ? MIN(free_top, (size_t)slack << 22) : 0;
+		while (nc > c - free_top + keep) {
+			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
+			del_free(z, pg, MAX_PAGE_ORDER);
+			z->managed_pages -= 1UL << MAX_PAGE_ORDER;
+			nc -= 4UL << 20;
+		}
+		if (a->reserved == nc)
+			continue;
+		bytes += a->reserved - nc;
+		pcpm_arena_shrink(a, nc);
+	}
+	if (bytes)
+		pcpm_verbose("zone %d: %zu MiB of address space unmapped (free at the arenas' ends)",
+			     z->node, bytes >> 20);
+	return bytes;
+}
+
+void __zone_shrink_pending(struct zone *z)
+{
+	(void)__zone_shrink_arenas(z, ZONE_SHRINK_SLACK);
+}
+
+size_t zone_shrink_arenas(struct zone *z)
+{
+	zone_lock(z);
+	size_t bytes = __zone_shrink_arenas(z, 0);
+	zone_unlock(z);
+	return bytes;
 }
 
 /* expand(): split a 2^high block down to 2^low, returning the upper halves. */
@@ -272,6 +351,8 @@ void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t n
 	pg = a->desc + pfn;
 	set_buddy(pg, order, flags, (uint8_t)a->idx);
 	pg->freed_ms = now_ms;
+	if (unlikely(order == MAX_PAGE_ORDER && pcpm_as_limited))
+		z->shrink_pending = true; /* address space to give back: zone_unlock */
 	/* LIFO: the block just freed is reused first, while its pages are still resident
 	 * and cache-hot; blocks nobody wants stay behind and get purged (growth adds at the
 	 * tail, so untouched memory is used last). */
@@ -538,6 +619,9 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 	/* 1024 madvise calls (4 GiB of 4 MiB blocks) bound one pass to a few milliseconds,
 	 * none of it under the zone lock; what is left waits for the next pass */
 	zone_purge(z, half, 1024);
+	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
+	if (unlikely(pcpm_as_limited))
+		zone_shrink_arenas(z);
 }
 
 /*

@@ -57,6 +57,9 @@ struct zone {
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
 	size_t in_use_max;	/* highest pages in use ever (stats: zone_used_peak) */
 	_Atomic uint64_t last_purge_ms;
+	/* under an address-space limit (pcpm_as_limited): a whole free MAX_PAGE_ORDER block
+	 * formed, zone_unlock unmaps the free ends of the arenas (under lock) */
+	bool shrink_pending;
 	/* page runs freed by signal handlers (zone_free_run_nested), linked through lru.next:
 	 * the trylock_free_pages analogue, drained by the next zone_lock() holder */
 	_Atomic(struct page *) deferred;
@@ -93,8 +96,11 @@ extern pcpm_lock_t pcpm_zones_lock;
 
 /* Lock with contention accounting (zone_lock, zone_lock_contended, zone_lock_wait_ns). */
 void zone_lock(struct zone *z);
+void __zone_shrink_pending(struct zone *z);
 static inline void zone_unlock(struct zone *z)
 {
+	if (unlikely(z->shrink_pending))
+		__zone_shrink_pending(z);
 	pcpm_unlock(&z->lock);
 }
 
@@ -145,6 +151,18 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms);
  * lock, after a free; the madvise calls run with the lock dropped.
  */
 void zone_balance_dirty(struct zone *z);
+
+/*
+ * Under an address-space limit (ulimit -v) a freed arena still counts in full: this unmaps
+ * each of the zone's arenas from its last page in use to the end of its reservation (whole
+ * free MAX_PAGE_ORDER blocks only; pcpm_arena_shrink), so that mmap - a big malloc, another
+ * library, a thread stack - gets the space back, as glibc's heap trim gives it.  The zone
+ * grows such an arena again in place before it opens a new one.  Returns the bytes unmapped.
+ * Takes the zone lock.
+ */
+size_t zone_shrink_arenas(struct zone *z);
+/* Under ulimit -v (pcpm_as_limited) this also happens at once, at the zone_unlock after a
+ * free that made a whole MAX_PAGE_ORDER block (glibc trims its heap top on free). */
 
 static inline int ilog2_ceil(size_t n)
 {

@@ -91,6 +91,47 @@ EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 	pcpm_free_call(p, "free_aligned_sized");
 }
 
+/*
+ * glibc's own entry points (GLIBC_2.2.5), which some programs and libraries call directly
+ * (debugging wrappers, old interposers): served by pcpmalloc as well, so that a block from
+ * __libc_malloc freed with free() - or the reverse - never mixes two allocators (before,
+ * free() aborted on such a block as an invalid pointer).
+ */
+EXPORT void *__libc_malloc(size_t n)
+{
+	return pcpm_malloc(n);
+}
+
+EXPORT void __libc_free(void *p)
+{
+	pcpm_free(p);
+}
+
+EXPORT void *__libc_calloc(size_t nmemb, size_t size)
+{
+	return pcpm_calloc(nmemb, size);
+}
+
+EXPORT void *__libc_realloc(void *p, size_t size)
+{
+	return pcpm_realloc(p, size);
+}
+
+EXPORT void *__libc_memalign(size_t align, size_t size)
+{
+	return pcpm_memalign(align, size);
+}
+
+EXPORT void *__libc_valloc(size_t size)
+{
+	return pcpm_valloc(size);
+}
+
+EXPORT void *__libc_pvalloc(size_t size)
+{
+	return pcpm_pvalloc(size);
+}
+
 EXPORT int malloc_trim(size_t pad)
 {
 	return pcpm_trim(pad);
@@ -99,6 +140,21 @@ EXPORT int malloc_trim(size_t pad)
 static inline int clamp_int(size_t v)
 {
 	return v > 0x7fffffff ? 0x7fffffff : (int)v;
+}
+
+/*
+ * pcpm_init() for the introspection calls below, under the "inside pcpmalloc" flag as from
+ * the slow paths: a signal handler that interrupts the set-up (init lock held across libc
+ * calls) runs in the no-wait mode of kernel-pcp.md §12.2.  (The counters' own lock hold is
+ * flagged in tcache_stats_add; formatting holds no lock and is left unflagged, so a handler
+ * that interrupts it keeps the fast paths.)
+ */
+static bool init_flagged(void)
+{
+	PCPM_INSIDE_BEGIN();
+	bool ok = pcpm_init();
+	PCPM_INSIDE_END();
+	return ok;
 }
 
 EXPORT struct mallinfo2 mallinfo2(void)
@@ -132,7 +188,7 @@ EXPORT struct mallinfo mallinfo(void)
 
 EXPORT void malloc_stats(void)
 {
-	if (pcpm_init()) /* (false: out of memory before the first block; nothing to print) */
+	if (init_flagged()) /* (false: out of memory before the first block; nothing to print) */
 		pcpm_stats_print();
 }
 
@@ -157,7 +213,7 @@ EXPORT const char *pcpmalloc_version(void)
 
 EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
 {
-	if (!pcpm_init()) { /* out of memory before the first block: no counters yet */
+	if (!init_flagged()) { /* out of memory before the first block: no counters yet */
 		if (len)
 			buf[0] = 0;
 		return 0;
@@ -168,7 +224,7 @@ EXPORT size_t pcpmalloc_stats_json(char *buf, size_t len)
 EXPORT long long pcpmalloc_stat(const char *name)
 {
 	struct pcpm_stats s;
-	if (!pcpm_init())
+	if (!init_flagged())
 		return -1;
 	pcpm_stats_read(&s);
 	return pcpm_stats_get(&s, name);

@@ -1086,6 +1086,52 @@ struct test_case {
 	void (*fn)(void);
 };
 
+/*
+ * glibc's __libc_* entry points, which some programs call directly: a block from one of them
+ * freed with free() (and the reverse) is one allocator's (aborted as an invalid pointer
+ * before pcpmalloc exported them).
+ */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+static void test_libc_entry_points(void)
+{
+	const size_t sizes[] = {1, 100, 5000, 100000, 5 * TU_MIB};
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+		size_t n = sizes[i];
+		unsigned char *p = __libc_malloc(n);
+		CHECK(p != NULL);
+		CHECK(malloc_usable_size(p) >= n);
+		memset(p, 1, n);
+		free(p);
+		p = malloc(n);
+		CHECK(p != NULL);
+		__libc_free(p);
+		p = __libc_calloc(1, n);
+		CHECK(p != NULL && tu_first_nonzero(p, n) == SIZE_MAX);
+		p = realloc(p, n * 2);
+		CHECK(p != NULL);
+		p = __libc_realloc(p, n / 2 + 1);
+		CHECK(p != NULL);
+		free(p);
+		p = __libc_memalign(256, n);
+		CHECK(p != NULL && ((uintptr_t)p & 255) == 0);
+		free(p);
+		p = __libc_valloc(n);
+		CHECK(p != NULL && ((uintptr_t)p & (page_size - 1)) == 0);
+		__libc_free(p);
+		p = __libc_pvalloc(n);
+		CHECK(p != NULL && malloc_usable_size(p) >= ((n + page_size - 1) & ~(page_size - 1)));
+		free(p);
+	}
+	__libc_free(NULL);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1113,6 +1159,7 @@ int main(void)
 		{"free_sized", test_free_sized},
 		{"pcpmalloc stats", test_pcpmalloc_stats},
 		{"huge cache grows a cached mapping", test_huge_cache_grow},
+		{"glibc's __libc_* entry points", test_libc_entry_points},
 		{"huge cache gathers freed mappings", test_huge_cache_gather},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");

@@ -11,6 +11,12 @@
  * that allocates too; then _exit(0).  The parent checks every exit status, and that the
  * background threads kept running.
  *
+ * Then fork from a signal handler: the main thread signals the background threads in turn,
+ * and the handler forks and waits for its child (which does the same work).  A handler that
+ * interrupted malloc on its thread holds no lock but the interrupted code does: the fork
+ * handlers must not wait for those (they hung here before pcpm_fork_prepare's nested case;
+ * glibc's malloc hangs too), and the child must still allocate (pcpm_nolock_all).
+ *
  * Usage: test_fork [short|long]
  */
 #define _GNU_SOURCE
@@ -74,8 +80,14 @@ static atomic_bool stop;
 static pthread_mutex_t xchg_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *xchg[BG_THREADS];
 
+/* Set while the handlers fork: page runs mostly, so that a signal often lands while its
+ * thread holds a pcp or zone lock. */
+static atomic_bool runs_phase;
+
 static size_t bg_size(uint64_t *rng)
 {
+	if (atomic_load_explicit(&runs_phase, memory_order_relaxed) && tu_rand(rng) % 4)
+		return tu_rand_range(rng, 16 * TU_KIB, 256 * TU_KIB);
 	uint64_t r = tu_rand(rng) % 1000;
 	if (r < 700)
 		return tu_rand_range(rng, 1, 512);
@@ -271,6 +283,54 @@ static int child_main(int iteration)
 	return CHILD_OK;
 }
 
+/* --- fork from a signal handler ------------------------------------------------------------ */
+
+static atomic_int sig_forks, sig_forks_done, sig_fork_status;
+
+static void on_fork_signal(int sig)
+{
+	(void)sig;
+	int e = errno;
+	int it = atomic_fetch_add(&sig_forks, 1);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(child_main(1000000 + it));
+	int status = 0;
+	pid_t w = -1;
+	if (pid > 0) {
+		do
+			w = waitpid(pid, &status, 0);
+		while (w < 0 && errno == EINTR);
+	}
+	if (pid < 0 || w != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		atomic_store(&sig_fork_status, pid < 0 ? -1 : status ? status : -2);
+	atomic_fetch_add(&sig_forks_done, 1);
+	errno = e;
+}
+
+/* Signals the background threads n times in turn; each handler forks once. */
+static void fork_from_handlers(int n)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fork_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+	atomic_store(&runs_phase, true);
+	usleep(20 * 1000);
+	for (int i = 0; i < n; i++) {
+		CHECK(pthread_kill(bgs[i % BG_THREADS].thread, SIGUSR2) == 0);
+		while (atomic_load(&sig_forks_done) <= i)
+			usleep(100); /* the watchdog ends a hang */
+		int st = atomic_load(&sig_fork_status);
+		CHECKF(st == 0, "fork #%d from a signal handler: child status %#x%s", i, st,
+		       WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (deadlocked)"
+		       : WIFEXITED(st) ? child_error(WEXITSTATUS(st)) : "");
+	}
+	atomic_store(&runs_phase, false);
+}
+
 struct fork_loop {
 	const char *who;
 	int first, count;
@@ -355,6 +415,10 @@ int main(int argc, char **argv)
 	fork_loop(&mainloop);
 	CHECK(pthread_join(side_thread, NULL) == 0);
 	double elapsed = tu_now() - t0;
+	double h0 = tu_now();
+	int hforks = long_mode ? 2000 : 300;
+	fork_from_handlers(hforks);
+	double helapsed = tu_now() - h0;
 	/* The parent's threads kept going through the forks, and still go after them (no lock
 	 * left taken by the fork handlers). */
 	unsigned long long ops_after[BG_THREADS];
@@ -386,5 +450,6 @@ int main(int argc, char **argv)
 	       "(%.1f ms each, slowest %.1f ms)\n",
 	       mainloop.count, side.count, elapsed, elapsed * 1000 / (mainloop.count + side.count),
 	       (mainloop.slowest > side.slowest ? mainloop.slowest : side.slowest) * 1000);
+	printf("test_fork: %d forks from signal handlers in %.1f s\n", hforks, helapsed);
 	return 0;
 }

@@ -10,6 +10,9 @@
  * carries a pattern derived from its address and size, checked before it is freed: a block
  * handed out twice or memory corrupted by a half-done push/pop shows up as a wrong pattern.
  * A deadlock is caught by meson's timeout (and the test's own alarm).
+ * The worker and the handlers also call the introspection API (pcpmalloc_stat,
+ * pcpmalloc_stats_json, mallinfo2), which takes the thread registry's lock: a handler that
+ * interrupted one of them must not wait for the lock it holds.
  *
  * Usage: test_signals [short|long]  (3 s / 60 s)
  */
@@ -89,6 +92,30 @@ static void take_from_handler(unsigned s, const char *who)
 static _Atomic unsigned long handler_runs, handler_allocs, handler_null;
 static _Atomic bool stop;
 
+/* pcpmalloc's introspection calls (tu_require_pcpmalloc proved they exist) */
+static long long (*stat_fn)(const char *);
+static size_t (*stats_json_fn)(char *, size_t);
+
+/* Reads the counters three ways; the calls count must be positive whenever it is read. */
+static void introspect(const char *who)
+{
+	static _Thread_local char buf[16384];
+	long long calls = stat_fn("malloc_calls");
+	if (calls <= 0) {
+		char msg[96];
+		int l = snprintf(msg, sizeof(msg), "test_signals: %s: malloc_calls %lld\n", who, calls);
+		ssize_t w = write(2, msg, (size_t)l);
+		(void)w;
+		_exit(1);
+	}
+	size_t n = stats_json_fn(buf, sizeof(buf));
+	if (n == 0 || buf[0] != '{')
+		_exit(3);
+	struct mallinfo2 mi = mallinfo2();
+	if (mi.arena == 0)
+		_exit(4);
+}
+
 static void handler_work(void)
 {
 	static uint64_t rng = 12345; /* one handler at a time on the worker: no race */
@@ -114,6 +141,8 @@ static void handler_work(void)
 		uint8_t *r = realloc(c, 3000);
 		free(r ? r : c);
 	}
+	if (rng % 4 == 0)
+		introspect("handler");
 	for (int i = 0; i < K; i++) {
 		if (!mine[i])
 			continue;
@@ -193,6 +222,8 @@ static void *worker(void *arg)
 		take_from_handler(s, "worker (from handler)");
 		if (++worker_ops % 20000 == 0)
 			malloc_trim(0);
+		if (worker_ops % 8 == 0)
+			introspect("worker");
 	}
 	for (unsigned i = 0; i < LIVE; i++)
 		if (live[i]) {
@@ -222,6 +253,9 @@ int main(int argc, char **argv)
 	bool is_long = argc > 1 && strcmp(argv[1], "long") == 0;
 	int seconds = is_long ? 60 : 3;
 	alarm((unsigned)seconds + 60); /* a deadlock ends the test (SIGALRM) */
+	stat_fn = (long long (*)(const char *))dlsym(RTLD_DEFAULT, "pcpmalloc_stat");
+	stats_json_fn = (size_t (*)(char *, size_t))dlsym(RTLD_DEFAULT, "pcpmalloc_stats_json");
+	CHECK(stat_fn && stats_json_fn);
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

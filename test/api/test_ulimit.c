@@ -9,7 +9,7 @@
  * aligned_alloc, memalign, valloc, pvalloc: NULL/ENOMEM; bad alignments still EINVAL), and
  * every held block still holds its pattern.  Everything is freed and trimmed; allocations
  * succeed again (memory is back); round 2 must get at least 90% of round 1's bytes (nothing
- * leaked).  Usage: test_ulimit [short|long]
+ * leaked).  Each round starts with address_space_back (below).  Usage: test_ulimit [short|long]
  */
 #define _GNU_SOURCE
 #include <malloc.h>
@@ -142,6 +142,43 @@ static void memory_is_back(void)
 	}
 }
 
+/*
+ * A burst that uses the address space up, freed without malloc_trim: a big block must fit
+ * again at once, as it does on glibc (its heap shrinks on free).  Free pages still
+ * reserved by an arena count against ulimit -v; before pcpmalloc unmapped the free ends of
+ * its arenas (zone_shrink_arenas), malloc(8 MiB) failed here, and so did an mmap of the
+ * program's own.  bs: the burst's block size.
+ */
+static void address_space_back(size_t bs, size_t limit)
+{
+	size_t n = 0;
+	while (n < MAX_BLOCKS && (held[n].p = malloc(bs)) != NULL) {
+		held[n].n = bs;
+		held[n].seed = tu_seed(held[n].p, ++serial);
+		fill(&held[n]);
+		n++;
+	}
+	CHECKF(n * bs > limit / 2, "burst of %zu-byte blocks: only %zu MiB", bs, n * bs >> 20);
+	for (size_t i = 0; i < n; i++) {
+		verify(&held[i]);
+		free(held[i].p);
+	}
+	size_t big = limit / 2;
+	/* another library's mapping (a thread stack, a file) first: no allocator call between
+	 * the frees and it, as glibc's trim on free allows */
+	void *m = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECKF(m != MAP_FAILED, "mmap(%zu MiB) failed after a %zu MiB burst of %zu-byte blocks "
+				"was freed (limit %zu MiB)", big >> 20, n * bs >> 20, bs, limit >> 20);
+	munmap(m, big);
+	unsigned char *p = malloc(big);
+	CHECKF(p, "malloc(%zu MiB) failed after a %zu MiB burst of %zu-byte blocks was freed "
+		  "(limit %zu MiB)", big >> 20, n * bs >> 20, bs, limit >> 20);
+	struct blk b = {p, big, tu_seed(p, ++serial)};
+	fill(&b);
+	verify(&b);
+	free(p);
+}
+
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_ulimit");
@@ -155,6 +192,8 @@ int main(int argc, char **argv)
 	CHECK(held != MAP_FAILED);
 	size_t first = 0;
 	for (int r = 0; r < rounds; r++) {
+		address_space_back(64 * TU_KIB, rl.rlim_cur);
+		address_space_back(1000 / 64 * 64, rl.rlim_cur);
 		size_t total = exhaust();
 		apis_when_exhausted();
 		size_t n = nheld;

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "zone.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -232,6 +233,37 @@ int main(void)
 	zone_unlock(z);
 	CHECK(z->dirty_pages >= 1);
 	check_invariants(z);
+
+	/* address space back (ulimit -v: zone_shrink_arenas): with nothing live, every arena
+	 * of the zone is unmapped down to nothing, its pages are foreign, and the zone grows
+	 * again in the same arenas (no new one), keeping every invariant */
+	int arenas = atomic_load(&pcpm_nr_arenas);
+	char *base0 = pcpm_arena0.base;
+	size_t was = z->managed_pages;
+	CHECK(zone_shrink_arenas(z) >= was << PAGE_SHIFT); /* (and the reservations past it) */
+	CHECK_EQ(z->managed_pages, 0);
+	CHECK_EQ(z->free_pages, 0);
+	CHECK_EQ(atomic_load(&pcpm_arena0.committed), 0);
+	CHECK(pcpm_page_of(base0) == NULL);
+	errno = 0;
+	CHECK(mincore(base0, PAGE_SIZE, vec) == -1 && errno == ENOMEM); /* unmapped */
+	CHECK_EQ(zone_shrink_arenas(z), 0);
+	for (int step = 0; step < 3000; step++) {
+		unsigned long long r = rnd(&seed);
+		if (nlive > 0 && (nlive == MAXLIVE || r % 100 < 40)) {
+			free_live(z, (int)((r >> 8) % (unsigned)nlive));
+			continue;
+		}
+		alloc_live_order(z, (unsigned)((r >> 16) % (MAX_PAGE_ORDER + 1)));
+		if (step % 53 == 0)
+			check_invariants(z);
+	}
+	CHECK_EQ(atomic_load(&pcpm_nr_arenas), arenas);
+	CHECK(atomic_load(&pcpm_arena0.committed) > 0 && pcpm_arena0.base == base0);
+	while (nlive)
+		free_live(z, nlive - 1);
+	check_invariants(z);
+	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free << MAX_PAGE_ORDER, z->managed_pages);
 	printf("zone: %zu pages managed, %zu bytes purged, %llu grows\n", z->managed_pages, purged,
 	       (unsigned long long)z->zone_grow);
 	return 0;
