@@ -52,6 +52,9 @@ static int fls_int(unsigned x)
 	return x ? 32 - __builtin_clz(x) : 0;
 }
 
+/* Bytes of partial slabs a cache keeps before it frees empty ones (see min_partial). */
+#define MIN_PARTIAL_BYTES (64UL << 10)
+
 /*
  * calculate_order(): the smallest order (<= 3) whose slab holds min_objects =
  * 4 * (fls(nr_cpus) + 1) objects with at most 1/16 of it wasted, relaxing to 1/8, 1/4, 1/2.
@@ -94,9 +97,13 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		s->order = calculate_order(size);
 		s->objects = (uint32_t)((PAGE_SIZE << s->order) / size);
 		s->reciprocal = (uint32_t)((1ULL << 32) / size + 1);
-		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10] */
+		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10]; here also at most
+		 * MIN_PARTIAL_BYTES of slabs (at least 2): the kernel's 6 or 7 slabs of 32 KiB per
+		 * cache are nothing in a machine's memory but 0.4 MiB of empty slabs per class
+		 * above 8 KiB in a process (xthread-large: up to 1 MiB over its nine classes). */
 		unsigned m = (unsigned)(31 - __builtin_clz(size)) / 2;
 		s->min_partial = m < 5 ? 5 : m > 10 ? 10 : m;
+		s->min_partial = MAX(2u, MIN(s->min_partial, MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
 		list_init(&s->partial);
 		__atomic_store_n(&s->size, size, __ATOMIC_RELEASE);
 	}

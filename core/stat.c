@@ -40,6 +40,7 @@ void pcpm_stats_read(struct pcpm_stats *s)
 		s->purge_runs += z->purge_runs;
 		s->purged_bytes += z->purged_bytes;
 		s->zone_grow += z->zone_grow;
+		s->zone_used_peak += z->in_use_max;
 		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
 	s->resident_bytes = pcpm_rss_bytes();

@@ -41,6 +41,8 @@
 	X(purge_runs)		/* purge passes over the free lists */                             \
 	X(purged_bytes)		/* bytes given back with madvise */                                \
 	X(zone_grow)		/* chunks committed into the zone */                               \
+	X(zone_used_peak)	/* most pages out of the zones' free lists at once (pcps, slabs, \
+				 * the program): bounds the arena's RSS while nothing is purged */ \
 	X(mapped_bytes)		/* arena bytes committed + huge bytes mapped */                    \
 	X(resident_bytes)	/* RSS of the process when read */                                \
 	X(early_bytes)		/* early-area bytes handed out before the allocator started */

@@ -20,6 +20,10 @@ static unsigned fbatch PCPM_HOT;
  * memcheck mode, or secure mode off) */
 static uint16_t secure_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
+/* Bytes of objects above 4 KiB a thread's stack of one class may hold: one slab of
+ * PAGE_ALLOC_COSTLY_ORDER (32 KiB), what one refill from a slab of those classes gives. */
+#define TCACHE_LARGE_BYTES (PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER)
+
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct tcache *registry PCPM_HOT;
@@ -37,9 +41,15 @@ void pcpm_tcache_init(void)
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
-		 * doubled for main + spare), never below one batch. */
+		 * doubled for main + spare), never below one batch.  Above 4 KiB at most
+		 * TCACHE_LARGE_BYTES of objects (2 to 4): every thread keeps a stack per class,
+		 * and with nine classes from 8 to 16 KiB four objects each held 0.8 MiB of
+		 * xthread-large's peak, where the producer's and the consumer's stacks both
+		 * fill (a remote free parks the object in the freeing thread's cache). */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
+		if (size > 4096)
+			cap = MAX(2u, MIN(cap, TCACHE_LARGE_BYTES / size));
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
@@ -84,7 +94,7 @@ void tcache_setup(void)
 	if (tc->state != TC_UNINIT)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		tc->bins[c].avail = pcpm_tcache_cap[c];
+		tc->bins[c].avail = tc->cap[c] = pcpm_tcache_cap[c];
 		tc->sbins[c].avail = secure_cap[c];
 	}
 	tc->state = TC_ACTIVE;
@@ -101,7 +111,7 @@ void tcache_setup(void)
 /* Objects in the cache to the slab: the n on top of the stack. */
 static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 {
-	return pcpm_tcache_cap[cls] - tc->bins[cls].avail;
+	return tc->cap[cls] - tc->bins[cls].avail;
 }
 
 /* Objects on secure mode's stack of class cls. */
@@ -135,6 +145,38 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
 	b->avail += n;
 	tc->flushes++;
 	slab_free_bulk(cls, first, n);
+}
+
+/*
+ * The stack of class cls is full.  Normally one batch goes back to the slab, keeping
+ * cap - batch objects for the thread's next allocations.  A thread that has allocated
+ * nothing since its previous flush only frees (the consumer of a producer/consumer pair,
+ * which frees what another thread allocated): objects parked in its cache serve nobody, and
+ * the slabs they pin cannot be reused.  Then, as free_high drains a pcp whose CPU only
+ * frees (kernel-pcp.md §6), the whole stack goes back and the capacity drops to one batch
+ * until the thread allocates this class again (refill restores it) or allocates anything
+ * before the next flush.  xthread-small: 16 classes x 45-60 objects stayed in the
+ * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
+ */
+static void tcache_flush_full(struct tcache *tc, unsigned cls)
+{
+	struct tcache_bin *b = &tc->bins[cls];
+	unsigned batch = batch_for(cls), full = pcpm_tcache_cap[cls];
+	if (b->avail)
+		return; /* not full: the cache was just set up (the thread's first call frees) */
+	bool only_frees = tc->malloc_calls == tc->flush_mark;
+	tc->flush_mark = tc->malloc_calls;
+	if (full <= batch) {
+		flush_bin(tc, cls, batch);
+	} else if (only_frees) {
+		flush_bin(tc, cls, bin_count(tc, cls));
+		b->avail = tc->cap[cls] = (uint16_t)batch; /* empty stack, room for one batch */
+	} else if (tc->cap[cls] < full) {
+		b->avail += full - tc->cap[cls]; /* allocations resumed: room without a flush */
+		tc->cap[cls] = (uint16_t)full;
+	} else {
+		flush_bin(tc, cls, batch);
+	}
 }
 
 static void *__tcache_alloc_slow(unsigned cls);
@@ -184,6 +226,11 @@ static void *__tcache_alloc_slow(unsigned cls)
 		return head;
 	}
 	struct tcache_bin *b = &tc->bins[cls];
+	if (tc->cap[cls] < pcpm_tcache_cap[cls]) {
+		/* the thread allocates this class again: its full capacity back */
+		b->avail += pcpm_tcache_cap[cls] - tc->cap[cls];
+		tc->cap[cls] = pcpm_tcache_cap[cls];
+	}
 	unsigned want = batch_for(cls);
 	if (want > b->avail)
 		want = b->avail;
@@ -243,7 +290,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		slab_free_bulk(cls, p, 1);
 		return;
 	}
-	flush_bin(tc, cls, batch_for(cls));
+	tcache_flush_full(tc, cls);
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;

@@ -31,6 +31,10 @@ struct tcache {
 	uint64_t refills, flushes, large_allocs;
 	int state;
 	struct tcache *next, *prev; /* registry of live caches, for stats and fork */
+	/* slow paths only: capacity in force per class (pcpm_tcache_cap, or one batch while
+	 * the thread only frees: tcache_free_slow), and malloc_calls at the last flush */
+	uint16_t cap[NR_SIZE_CLASSES];
+	uint64_t flush_mark;
 };
 
 extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));

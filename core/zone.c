@@ -47,6 +47,7 @@ void zone_lock(struct zone *z)
 void zone_free_run_nested(struct zone *z, struct page *pg)
 {
 	struct page *h = atomic_load_explicit(&z->deferred, memory_order_relaxed);
+	pg->flags |= PG_DIRTY; /* the handler may have written it: calloc must not take it as zeroed */
 	do
 		pg->lru.next = (struct list_head *)h;
 	while (!atomic_compare_exchange_weak_explicit(&z->deferred, &h, pg, memory_order_release,
@@ -298,8 +299,11 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 		expand(z, pg, order, o);
 		pg->order = order;
 		z->pgalloc_zone += 1UL << order;
-		if (z->managed_pages - z->free_pages > z->in_use_peak)
+		if (z->managed_pages - z->free_pages > z->in_use_peak) {
 			z->in_use_peak = z->managed_pages - z->free_pages;
+			if (z->in_use_peak > z->in_use_max)
+				z->in_use_max = z->in_use_peak;
+		}
 		return pg;
 	}
 	return NULL;

@@ -55,6 +55,7 @@ struct zone {
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
+	size_t in_use_max;	/* highest pages in use ever (stats: zone_used_peak) */
 	_Atomic uint64_t last_purge_ms;
 	/* under an address-space limit (pcpm_as_limited): a whole free MAX_PAGE_ORDER block
 	 * formed, zone_unlock unmaps the free ends of the arenas (under lock) */

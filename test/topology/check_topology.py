@@ -207,7 +207,7 @@ st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy", "PCPMALLOC_HIGH_MAX": "300"
 if st and st["topology"] != "hwloc":
     fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
 elif st:
-    print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills)" % st["refills"])
+    print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills, then unloaded)" % st["refills"])
 
 # Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Run synchronously in
 # the malloc caller, this hangs (the timeout fails it); on the helper thread, the helper is

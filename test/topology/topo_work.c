@@ -3,7 +3,9 @@
  * "numa" allocates page runs on CPU 0 and on CPU 1 (pinned threads) and has each CPU free
  * the other's, then trims: on a fake machine with CPU 0 on node 0 and CPU 1 on node 1 every
  * zone must get back all of its own pages.  Exit 77 when CPU 1 is not available.
- * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock). */
+ * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock).
+ * "busy" then waits for the discovery to finish and exits 3 when libhwloc is still mapped
+ * (the library is unloaded once the sizes are known). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -145,6 +147,31 @@ static int dlopen_lock(const char *lib)
 	return 0;
 }
 
+/* Waits up to 2 s for pcpmalloc's discovery to end (its stats leave "provisional"), then
+ * tells whether libhwloc is still in /proc/self/maps. */
+static int hwloc_left_mapped(void)
+{
+	size_t (*stats)(char *, size_t) = (size_t(*)(char *, size_t))dlsym(RTLD_DEFAULT, "pcpmalloc_stats_json");
+	static char buf[1 << 16];
+	for (int i = 0; stats && i < 200; i++) {
+		stats(buf, sizeof buf);
+		if (!strstr(buf, "\"topology\": \"provisional\""))
+			break;
+		usleep(10000);
+	}
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int found = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, "libhwloc"))
+			found = 1;
+	if (f)
+		fclose(f);
+	if (found)
+		fprintf(stderr, "topo_work: libhwloc still mapped after the discovery\n");
+	return found;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "numa") == 0)
@@ -184,5 +211,5 @@ int main(int argc, char **argv)
 		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > 150)
 			break;
 	}
-	return 0;
+	return hwloc_left_mapped() ? 3 : 0;
 }

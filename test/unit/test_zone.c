@@ -124,6 +124,8 @@ int main(void)
 	zone_free_pages(z, big, MAX_PAGE_ORDER - 1);
 	free_live(z, 0);
 	live_pages = 0;
+	/* the peak of pages in use (stats: zone_used_peak) stays after the frees: p0 and big */
+	CHECK_EQ(z->in_use_max, 1 + (1UL << (MAX_PAGE_ORDER - 1)));
 	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free, 1);
 	for (unsigned o = 0; o < MAX_PAGE_ORDER; o++)
 		CHECK_EQ(z->free_area[o].nr_free, 0);
@@ -215,6 +217,22 @@ int main(void)
 		free_live(z, nlive - 1);
 	check_invariants(z);
 	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free << MAX_PAGE_ORDER, z->managed_pages);
+
+	/* a run a signal handler freed (deferred, drained by the next lock holder) goes back
+	 * dirty even when it was handed out clean: the handler may have written it, and calloc
+	 * takes a clean block for zeroed */
+	zone_purge(z, 0, 0);
+	CHECK_EQ(z->dirty_pages, 0);
+	struct page *sig = zone_alloc_pages(z, 0);
+	CHECK(sig);
+	CHECK_EQ(sig->flags & PG_DIRTY, 0);
+	sig->state = PG_LARGE;
+	sig->npages = 1;
+	zone_free_run_nested(z, sig);
+	zone_lock(z);
+	zone_unlock(z);
+	CHECK(z->dirty_pages >= 1);
+	check_invariants(z);
 
 	/* address space back (ulimit -v: zone_shrink_arenas): with nothing live, every arena
 	 * of the zone is unmapped down to nothing, its pages are foreign, and the zone grows
