@@ -97,40 +97,15 @@ EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
  * __libc_malloc freed with free() - or the reverse - never mixes two allocators (before,
  * free() aborted on such a block as an invalid pointer).
  */
-EXPORT void *__libc_malloc(size_t n)
-{
-	return pcpm_malloc(n);
-}
-
-EXPORT void __libc_free(void *p)
-{
-	pcpm_free(p);
-}
-
-EXPORT void *__libc_calloc(size_t nmemb, size_t size)
-{
-	return pcpm_calloc(nmemb, size);
-}
-
-EXPORT void *__libc_realloc(void *p, size_t size)
-{
-	return pcpm_realloc(p, size);
-}
-
-EXPORT void *__libc_memalign(size_t align, size_t size)
-{
-	return pcpm_memalign(align, size);
-}
-
-EXPORT void *__libc_valloc(size_t size)
-{
-	return pcpm_valloc(size);
-}
-
-EXPORT void *__libc_pvalloc(size_t size)
-{
-	return pcpm_pvalloc(size);
-}
+#define LIBC_ALIAS(name, target) \
+	EXPORT extern __typeof(target) name __attribute__((alias(#target), copy(target)))
+LIBC_ALIAS(__libc_malloc, malloc);
+LIBC_ALIAS(__libc_free, free);
+LIBC_ALIAS(__libc_calloc, calloc);
+LIBC_ALIAS(__libc_realloc, realloc);
+LIBC_ALIAS(__libc_memalign, memalign);
+LIBC_ALIAS(__libc_valloc, valloc);
+LIBC_ALIAS(__libc_pvalloc, pvalloc);
 
 EXPORT int malloc_trim(size_t pad)
 {

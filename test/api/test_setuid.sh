@@ -2,7 +2,7 @@
 # test_setuid.sh - a set-user-ID program (AT_SECURE) linked with pcpmalloc ignores PCPMALLOC_*:
 # PCPMALLOC_STATS_FILE must not let the user who starts it write a file with its privileges
 # (before, the statistics went into any file named there).  Needs root (it makes a copy of
-# secure_target set-user-ID to nobody); skipped otherwise.  A control run of the same
+# secure_target, verbose_target.c built with -DSECURE_TARGET, set-user-ID to nobody); skipped otherwise.  A control run of the same
 # program, not set-user-ID, must honour the variables, so the test can fail.
 # Usage: test_setuid.sh SECURE_TARGET
 set -u

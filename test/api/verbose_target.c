@@ -3,11 +3,18 @@
  * kind (slab objects, a page run, a huge mapping), then, with the argument "huge-fail",
  * asks for 2 GiB (meant to run under ulimit -v, where the mapping fails: NULL + ENOMEM).
  * Prints what it saw on stdout.
+ *
+ * Built a second time as secure_target (-DSECURE_TARGET) for test_setuid.sh: linked against
+ * libpcpmalloc.so (no LD_PRELOAD, which the loader ignores for set-user-ID programs), it prints
+ * "secure N pcpmalloc M" instead: N = getauxval(AT_SECURE), M = 1 when pcpmalloc serves malloc.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 int main(int argc, char **argv)
 {
@@ -19,6 +26,11 @@ int main(int argc, char **argv)
 		memset(p, 1, sizes[i]);
 		free(p);
 	}
+#ifdef SECURE_TARGET
+	printf("secure %lu pcpmalloc %d\n", getauxval(AT_SECURE),
+	       dlsym(RTLD_DEFAULT, "pcpmalloc_version") != NULL);
+	return 0;
+#endif
 	printf("blocks ok\n");
 	if (argc > 1 && strcmp(argv[1], "huge-fail") == 0) {
 		errno = 0;
