@@ -37,18 +37,26 @@ static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 void pcpm_free_generic(void *p, const char *call);
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call);
 
-/* Frees the slab object p of the slab whose head descriptor is head: validation, the
- * double-free check when the key word matches, then the thread cache.  Tail calls only. */
+/* A validated slab object p on page pg (any page of its slab) into the thread cache: the
+ * double-free check when the key word matches, then the push.  Tail calls only. */
+static inline __attribute__((always_inline)) void pcpm_free_to_cache(void *p, struct page *pg,
+								    const char *call)
+{
+	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+		return pcpm_free_slab_checked(p, pg->slab_head, call);
+	if (likely(tcache_push(p, pg->cls)))
+		return;
+	return tcache_free_slow(p, pg->cls);
+}
+
+/* Frees the slab object p of the slab whose head descriptor is head: validation, then the
+ * thread cache. */
 static inline __attribute__((always_inline)) void pcpm_free_slab(void *p, struct page *head,
 								const char *call)
 {
 	if (unlikely(slab_obj_index(head, p) < 0))
 		pcpm_bad_pointer(call, p);
-	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-		return pcpm_free_slab_checked(p, head, call);
-	if (likely(tcache_push(p, head->cls)))
-		return;
-	return tcache_free_slow(p, head->cls);
+	return pcpm_free_to_cache(p, head, call);
 }
 
 /*
@@ -66,13 +74,8 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
 		size_t soff = (size_t)((const char *)p - pg->addr);
 		size_t idx = (soff * pg->reciprocal) >> 32;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff)) {
-			if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-				return pcpm_free_slab_checked(p, pg->slab_head, call);
-			if (likely(tcache_push(p, pg->cls)))
-				return;
-			return tcache_free_slow(p, pg->cls);
-		}
+		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff))
+			return pcpm_free_to_cache(p, pg, call);
 	}
 	return pcpm_free_generic(p, call);
 }

@@ -210,12 +210,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 			sb->avail -= got;
 			tc->refills++;
 		}
-		void *p = sb->head;
-		sb->head = fl_decode(p, "malloc");
-		sb->avail++;
-		((uintptr_t *)p)[1] = 0;
-		tc->malloc_calls++;
-		return p;
+		return tcache_bin_pop(tc, sb);
 	}
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */

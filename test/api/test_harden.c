@@ -273,13 +273,19 @@ static void overflow_large_1(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* Writes every 512 bytes over the 8 KiB after byte n of p (reaches the page past the block). */
+static void write_past(char *p, size_t n)
+{
+	for (size_t i = n; i < n + 8192; i += 512)
+		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
+}
+
 /* Writing on past the end of a large block's last page (a 512-byte stride reaches it). */
 static void overflow_large_page(void)
 {
 	char *p = malloc(102400);
 	tu_report_pointer(p);
-	for (size_t i = 102400; i < 102400 + 8192; i += 512)
-		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
+	write_past(p, 102400);
 	free(tu_opaque_ptr(p));
 }
 
@@ -291,8 +297,7 @@ static void overflow_large_page_realloc(void)
 	memset(p, 1, 70000);
 	p = realloc(tu_opaque_ptr(p), 102400);
 	tu_report_pointer(p);
-	for (size_t i = 102400; i < 102400 + 8192; i += 512)
-		((volatile char *)tu_opaque_ptr(p))[i] = 'A';
+	write_past(p, 102400);
 	free(tu_opaque_ptr(p));
 }
 
