@@ -16,8 +16,19 @@
 
 #include "pcp.h"
 
-#define NR_SIZE_CLASSES 64
-#define SLAB_MAX_SIZE 16384	   /* largest slab object; larger requests are page runs */
+#define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
+/*
+ * Paged classes: 16..32 KiB in SLAB_PAGED_STEP steps, served by the slow paths only (their
+ * thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.  A power-of-two page
+ * block for a 17..32 KiB request wastes a quarter of it on average (burst, xthread-large:
+ * the most of their RSS above glibc's); a page-multiple class in a larger slab wastes the
+ * step's rounding and the slab's tail.
+ */
+#define SLAB_PAGED_MAX 32768
+#define SLAB_PAGED_STEP 4096
+#define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
+#define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
+#define NR_SIZE_CLASSES (SLAB_PAGED_FIRST + (SLAB_PAGED_MAX - SLAB_MAX_SIZE) / SLAB_PAGED_STEP)
 #define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
 #define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
 
@@ -85,7 +96,13 @@ static inline unsigned size_to_class(size_t n)
 	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
 }
 
-/* The formula behind the lookup table, for any n <= SLAB_MAX_SIZE (tests use it). */
+/* Paged class of a request of SLAB_MAX_SIZE < n <= SLAB_PAGED_MAX bytes. */
+static inline unsigned size_to_paged_class(size_t n)
+{
+	return SLAB_PAGED_FIRST + (unsigned)((n - SLAB_MAX_SIZE - 1) / SLAB_PAGED_STEP);
+}
+
+/* The formula behind the lookup table, for any n <= SLAB_PAGED_MAX (tests use it). */
 unsigned size_to_class_slow(size_t n);
 
 void pcpm_slab_init(void);
