@@ -18,13 +18,14 @@
 
 #define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
 /*
- * Paged classes: 16..32 KiB in SLAB_PAGED_STEP steps, served by the slow paths only (their
- * thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.  A power-of-two page
- * block for a 17..32 KiB request wastes a quarter of it on average (burst, xthread-large:
- * the most of their RSS above glibc's); a page-multiple class in a larger slab wastes the
- * step's rounding and the slab's tail.
+ * Paged classes: 20, 24 and 28 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
+ * the slow paths only (their thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.
+ * A power-of-two page block for a 17..32 KiB request wastes a quarter of it on average
+ * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
+ * slab wastes the step's rounding and the slab's tail.  Above 28 KiB the order-3 block
+ * itself is the best fit: those stay page runs.
  */
-#define SLAB_PAGED_MAX 32768
+#define SLAB_PAGED_MAX 28672
 #define SLAB_PAGED_STEP 4096
 #define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
 #define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
