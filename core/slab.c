@@ -60,17 +60,19 @@ static int fls_int(unsigned x)
 #define MIN_PARTIAL_BYTES (64UL << 10)
 
 /*
- * Paged classes (slab.h): the smallest order from 3 to SLAB_MAX_ORDER whose slab wastes at
- * most 1/8 of itself, else the one that wastes the least; an order-3 slab would waste up to
- * half (one 20 KiB object in 32 KiB: the rounding these classes exist to avoid).  Orders
- * above 3 come from the zone, not the pcp (as the kernel's slabs above
- * PAGE_ALLOC_COSTLY_ORDER).
+ * Classes above 8 KiB: the smallest order from 3 to max_order whose slab wastes at most 1/8
+ * of itself, else the one that wastes the least.  Order 3 holds only two or three of these
+ * objects and can waste a third of the slab (11 KiB: 2 in 32 KiB, 10 KiB left) - 0.9 MiB of
+ * xthread-large's peak went to such tails; the paged classes would waste up to half (one
+ * 20 KiB object in 32 KiB, the rounding they exist to avoid), so they may go up to
+ * SLAB_MAX_ORDER, the 8-16 KiB classes to order 4 (11 KiB: 5 in 64 KiB).  Slabs above
+ * order 3 come from the zone, not the pcp (as the kernel's above PAGE_ALLOC_COSTLY_ORDER).
  */
-static unsigned paged_order(uint32_t size)
+static unsigned paged_order(uint32_t size, unsigned max_order)
 {
 	unsigned best = PAGE_ALLOC_COSTLY_ORDER;
 	size_t best_waste = (PAGE_SIZE << best) % size;
-	for (unsigned o = PAGE_ALLOC_COSTLY_ORDER; o <= SLAB_MAX_ORDER; o++) {
+	for (unsigned o = PAGE_ALLOC_COSTLY_ORDER; o <= max_order; o++) {
 		size_t slab = PAGE_SIZE << o, waste = slab % size;
 		if (waste <= slab / 8)
 			return o;
@@ -90,7 +92,9 @@ static unsigned paged_order(uint32_t size)
 static unsigned calculate_order(uint32_t size)
 {
 	if (size > SLAB_MAX_SIZE)
-		return paged_order(size);
+		return paged_order(size, SLAB_MAX_ORDER);
+	if (size > 8192)
+		return paged_order(size, PAGE_ALLOC_COSTLY_ORDER + 1);
 	unsigned min_objects = 4 * (unsigned)(fls_int((unsigned)pcpm_nr_online) + 1);
 	for (unsigned frac = 16; frac >= 2; frac /= 2) {
 		for (unsigned o = 0; o <= PAGE_ALLOC_COSTLY_ORDER; o++) {

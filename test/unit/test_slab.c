@@ -60,7 +60,7 @@ int main(void)
 	/* exact object index for every offset of every slab */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = kmem_cache_of(c);
-		CHECK(s->order <= (c < SLAB_PAGED_FIRST ? 3 : SLAB_MAX_ORDER));
+		CHECK(s->order <= (c >= SLAB_PAGED_FIRST ? SLAB_MAX_ORDER : s->size > 8192 ? 4 : 3));
 		/* paged classes: at most 1/8 of the slab wasted, or the least of orders 3..max */
 		if (c >= SLAB_PAGED_FIRST && (PAGE_SIZE << s->order) % s->size > (PAGE_SIZE << s->order) / 8)
 			for (unsigned o = 3; o <= SLAB_MAX_ORDER; o++)
