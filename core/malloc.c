@@ -58,7 +58,7 @@ static void print_configuration(void)
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   slab: %d size classes, 16 B .. %d KiB; thread caches %s, %u objects "
 			 "per refill/flush\n",
-			 NR_SIZE_CLASSES, SLAB_MAX_SIZE >> 10,
+			 NR_SIZE_CLASSES, SLAB_PAGED_MAX >> 10,
 			 pcpm_tcache_cap[0] ? "on" : "off", tcache_fbatch());
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   arena: %zu MiB of address space reserved per arena (when the first "
