@@ -51,6 +51,9 @@ static const size_t edge_sizes[] = {
 	/* impossible: NULL + ENOMEM */
 	SIZE_MAX, SIZE_MAX - 4095, SIZE_MAX / 2, (size_t)PTRDIFF_MAX + 1, (size_t)PTRDIFF_MAX,
 	1UL << 47, 1UL << 62,
+	/* the paged slab classes (20, 24, 28 KiB) and the order-3 page run above them
+	 * (appended: the indices above stay those of the checked-in inputs) */
+	20479, 20480, 20481, 24575, 24576, 24577, 28671, 28672, 28673, 32767,
 };
 #define NR_EDGES (sizeof(edge_sizes) / sizeof(edge_sizes[0]))
 
@@ -66,7 +69,11 @@ static size_t next_size(struct fz_ctx *c)
 	case 1:
 		return next16(c) % (SLAB_MAX_SIZE + 1);
 	case 2:
-		return SLAB_MAX_SIZE + ((size_t)next16(c) << 6) + (b & 63);
+		/* bit 5: any size of the paged classes and the run above them, 16 KiB + 1 ..
+		 * 32 KiB (else one in 256 would land there) */
+		if (b & 32)
+			return SLAB_MAX_SIZE + 1 + next16(c) % SLAB_MAX_SIZE;
+		return SLAB_MAX_SIZE + ((size_t)next16(c) << 6) + (b & 31);
 	default:
 		return edge_sizes[next8(c) % NR_EDGES];
 	}

@@ -23,6 +23,10 @@ def large(n):  # 16 KiB + 64*k: page runs up to 4 MiB
     return bytes([0x80]) + struct.pack('<H', min(k, 0xffff))
 
 
+def paged(n):  # 16 KiB + 1 .. 32 KiB, any byte: the paged slab classes and the run above
+    return bytes([0xa0]) + struct.pack('<H', n - 16385)
+
+
 def edge(i):  # index into edge_sizes[]
     return bytes([0xc0, i])
 
@@ -65,6 +69,17 @@ seeds = {
     b''.join(op(FREE, i) for i in range(0, 32, 3)) +
     b''.join(op(FREE_KEYED, i, bytes([i])) for i in range(1, 32, 3)) +
     b''.join(op(MALLOC, i, large(20000)) + op(FREE_KEYED, i, b'\0') for i in range(40, 44)),
+    # the paged classes (16-28 KiB) at their boundaries: reuse, calloc after reuse, realloc
+    # across them, aligned forms, hand-offs to another thread
+    'paged': b''.join(op(MALLOC, i, paged(n)) for i, n in
+                      enumerate((16385, 20479, 20480, 20481, 24576, 28672, 28673, 32768))) +
+    b''.join(op(FREE, i) for i in range(0, 8, 2)) +
+    b''.join(op(CALLOC, 8 + i, paged(20480 + 4096 * (i % 3)), bytes([1])) for i in range(6)) +
+    b''.join(op(REALLOC, i, paged(32768 - 2048 * i)) for i in range(1, 8, 2)) +
+    b''.join(op(POSIX_MEMALIGN, 20 + i, paged(20000 + 2000 * i), pow2_align(12 + i)) for i in range(5)) +
+    b''.join(op(GIVE, 8 + i) for i in range(6)) + op(THREAD_EXIT, 0) +
+    b''.join(op(TAKE, 30 + i, struct.pack('<H', 16385 + 3000 * i)) for i in range(5)) +
+    op(TRIM, 0, b'\0'),
 }
 
 out = sys.argv[1]
