@@ -12,23 +12,27 @@ static bool on_memcheck; /* pcpm_vg under memcheck, not forced outside it */
 void pcpm_vg_init(void)
 {
 #ifdef PCPM_HAVE_VALGRIND
-	if (pcpm_cfg.valgrind == 1) {
-		pcpm_vg = true; /* forced: also outside valgrind, where the requests do nothing */
-	} else if (pcpm_cfg.valgrind == AUTO && RUNNING_ON_VALGRIND) {
+	if (RUNNING_ON_VALGRIND) {
 		/*
 		 * Only memcheck answers its own requests: a stack word is addressable (0).
 		 * Other tools (callgrind for bench/fastpath, helgrind, ...) leave the default,
-		 * 1, and pcpmalloc keeps its fast paths there.
+		 * 1, and pcpmalloc keeps its fast paths there.  Asked also when the mode is
+		 * forced: pcpm_vg_block_size needs memcheck's answers (PCPMALLOC_VALGRIND=1
+		 * under memcheck had realloc copy the whole slot: false invalid reads).
 		 */
 		int probe = 0;
 		unsigned long r = VALGRIND_DO_CLIENT_REQUEST_EXPR(
 			1, VG_USERREQ__CHECK_MEM_IS_ADDRESSABLE, &probe, sizeof(probe), 0, 0, 0);
-		pcpm_vg = on_memcheck = r == 0;
-		/* memcheck mode needs no exact pcp sizes, and hwloc's x86 backend complains
-		 * on stderr under valgrind: no lazy discovery (now, XML, synthetic still run) */
-		if (pcpm_vg && pcpm_cfg.topology == TOPOLOGY_LAZY)
-			pcpm_cfg.topology = 2;
+		on_memcheck = r == 0;
 	}
+	if (pcpm_cfg.valgrind == 1)
+		pcpm_vg = true; /* forced: also outside valgrind, where the requests do nothing */
+	else if (pcpm_cfg.valgrind == AUTO)
+		pcpm_vg = on_memcheck;
+	/* memcheck mode needs no exact pcp sizes, and hwloc's x86 backend complains on
+	 * stderr under valgrind: no lazy discovery (now, XML, synthetic still run) */
+	if (pcpm_vg && on_memcheck && pcpm_cfg.topology == TOPOLOGY_LAZY)
+		pcpm_cfg.topology = 2;
 	if (pcpm_vg && pcpm_cfg.verbose)
 		pcpm_warn("valgrind: memcheck mode: no thread caches, blocks described with client "
 			  "requests, %lu MiB quarantine",

@@ -33,6 +33,16 @@ grep -qx "usable: 5" "$tmp/clean.out" || fail "clean: memcheck mode off ($(grep 
 expect clean 'ERROR SUMMARY: 0 errors' "zero errors"
 grep -q 'definitely lost' "$tmp/clean.log" && fail "clean: a leak reported"
 
+# The mode forced (PCPMALLOC_VALGRIND=1) under memcheck: no false report either (realloc
+# copied the whole slot, the bytes past the block included: 2200 invalid reads).
+rc=0
+PCPMALLOC_VALGRIND=1 LD_PRELOAD=$lib valgrind --tool=memcheck \
+	--soname-synonyms=somalloc=nouserintercepts --error-exitcode=99 \
+	--log-file="$tmp/forced.log" "$target" clean >"$tmp/forced.out" 2>"$tmp/forced.err" || rc=$?
+echo "== clean, PCPMALLOC_VALGRIND=1: exit $rc"
+[ $rc -eq 0 ] || fail "clean with PCPMALLOC_VALGRIND=1: exit $rc (99 = memcheck found errors)"
+expect forced 'ERROR SUMMARY: 0 errors' "zero errors with PCPMALLOC_VALGRIND=1"
+
 # Planted leaks (a slab object, a page run, a huge mapping): definitely lost, allocated in
 # plant_leak, and nothing else.
 rc=0
