@@ -84,6 +84,14 @@ bool pcpm_init(void)
 		pcpm_config_init();
 		pcpm_secure = pcpm_cfg.secure;
 		pcpm_vg_init();
+		/* memcheck mode describes every block to memcheck; secure mode's canaries, junk
+		 * and whole-slab carving write where it has said "no access" (false reports), and
+		 * its slabs hand out object 0, which memcheck mode keeps back (valid frees
+		 * aborted as invalid): memcheck, which sees more, wins */
+		if (pcpm_vg && pcpm_secure) {
+			pcpm_secure = false;
+			pcpm_warn("PCPMALLOC_SECURE=1 ignored: memcheck mode is on (PCPMALLOC_VALGRIND)");
+		}
 		huge_base_mask = pcpm_vg ? (uintptr_t)1 << 63 : 0;
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);

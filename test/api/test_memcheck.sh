@@ -43,6 +43,17 @@ echo "== clean, PCPMALLOC_VALGRIND=1: exit $rc"
 [ $rc -eq 0 ] || fail "clean with PCPMALLOC_VALGRIND=1: exit $rc (99 = memcheck found errors)"
 expect forced 'ERROR SUMMARY: 0 errors' "zero errors with PCPMALLOC_VALGRIND=1"
 
+# Secure mode asked for as well: memcheck mode wins (one warning), no false report (secure
+# mode's canaries and junk were written into no-access bytes: invalid writes).
+rc=0
+PCPMALLOC_SECURE=1 LD_PRELOAD=$lib valgrind --tool=memcheck \
+	--soname-synonyms=somalloc=nouserintercepts --error-exitcode=99 \
+	--log-file="$tmp/secure.log" "$target" clean >"$tmp/secure.out" 2>"$tmp/secure.err" || rc=$?
+echo "== clean, PCPMALLOC_SECURE=1: exit $rc"
+[ $rc -eq 0 ] || fail "clean with PCPMALLOC_SECURE=1: exit $rc (99 = memcheck found errors)"
+expect secure 'ERROR SUMMARY: 0 errors' "zero errors with PCPMALLOC_SECURE=1"
+grep -q 'PCPMALLOC_SECURE=1 ignored' "$tmp/secure.err" || fail "secure: no warning that secure mode is off"
+
 # Planted leaks (a slab object, a page run, a huge mapping): definitely lost, allocated in
 # plant_leak, and nothing else.
 rc=0
