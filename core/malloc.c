@@ -1217,6 +1217,14 @@ static void *__realloc(void *p, size_t size)
 		    p == page_address(pg) && size > SLAB_MAX_SIZE - SECURE_TRAILER &&
 		    large_realloc_secure(p, pg, size))
 			return p;
+		/* a freed page run or huge mapping: a double free, as the default mode says */
+		if (pg && pg->state != PG_SLAB && (pg->state != PG_LARGE || p != page_address(pg)))
+			bad_page_pointer("realloc", p, pg);
+		if (!pg) {
+			struct region *r = pcpm_region_of(p);
+			if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) != HUGE_LIVE)
+				double_free("realloc", p);
+		}
 		return realloc_move(p, usable_size_call(p, "realloc"), size);
 	}
 	if (pg && pg->state == PG_SLAB) {

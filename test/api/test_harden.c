@@ -186,6 +186,33 @@ static void df_huge(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* realloc of a freed block: the same report, named realloc (secure mode said "invalid
+ * pointer" for page runs and huge mappings) */
+static void realloc_freed(size_t n)
+{
+	char *p = malloc(n);
+	memset(p, 1, 4096);
+	free(p);
+	tu_report_pointer(p);
+	p = realloc(tu_opaque_ptr(p), 100);
+	free(p);
+}
+
+static void rf_paged(void)
+{
+	realloc_freed(20 * 1024);
+}
+
+static void rf_large(void)
+{
+	realloc_freed(600 * 1024);
+}
+
+static void rf_huge(void)
+{
+	realloc_freed(5 * TU_MIB);
+}
+
 /* --- invalid free ------------------------------------------------------------------------- */
 
 static void inv_stack(void)
@@ -425,6 +452,10 @@ int main(int argc, char **argv)
 	expect("double free, block merged in the zone after malloc_trim", df_zone_merged, CAUGHT, df);
 	expect("double free, run shrunk by realloc", df_large_run, CAUGHT, df);
 	expect("double free, 16 MB mapping", df_huge, CAUGHT, df);
+	const char *rdf = "pcpmalloc: realloc(): double free 0x";
+	expect("realloc of a freed 20 KB block", rf_paged, CAUGHT, rdf);
+	expect("realloc of a freed 600 KB block", rf_large, CAUGHT, rdf);
+	expect("realloc of a freed 5 MB mapping", rf_huge, CAUGHT, rdf);
 
 	/* invalid free */
 	expect("invalid free, stack address", inv_stack, CAUGHT, inv);
