@@ -4,6 +4,8 @@
 #include "early.h"
 #include "vgmode.h"
 
+#include <string.h>
+
 char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
 static _Atomic uint32_t early_used PCPM_HOT; /* bytes handed out, headers included */
 
@@ -60,8 +62,10 @@ static struct early_hdr *early_block(const void *p, const char *call)
 size_t pcpm_early_usable(const void *p, const char *call)
 {
 	struct early_hdr *h = early_block(p, call);
-	if (atomic_load_explicit(&h->state, memory_order_acquire) != EARLY_LIVE)
-		pcpm_fatal("%s(): invalid pointer %p", call, p);
+	uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+	if (st != EARLY_LIVE) /* realloc of a freed block: a double free, as elsewhere */
+		pcpm_fatal("%s(): %s %p", call,
+			   st == EARLY_FREE && !strcmp(call, "realloc") ? "double free" : "invalid pointer", p);
 	return h->size;
 }
 

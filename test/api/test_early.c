@@ -164,6 +164,18 @@ static void case_double(void)
 	free(p);
 }
 
+/* realloc of a freed early block: a double free, as for every other block (it said
+ * "invalid pointer") */
+static void case_realloc_freed(void)
+{
+	char *p = malloc(32);
+	CHECK(p && in_lib(p));
+	free(p);
+	say_pointer(p);
+	p = realloc(tu_opaque_ptr(p), 64);
+	free(p);
+}
+
 static void case_interior(void)
 {
 	char *p = malloc(64);
@@ -190,6 +202,7 @@ static const struct {
 	{"fill", case_fill, NULL, NULL},
 	{"threads", case_threads, NULL, NULL},
 	{"double", case_double, "pcpmalloc: free(): double free ", NULL},
+	{"realloc_freed", case_realloc_freed, "pcpmalloc: realloc(): double free ", NULL},
 	{"interior", case_interior, "pcpmalloc: free(): invalid pointer ", NULL},
 	{"env", case_env, NULL, "PCPMALLOC_DECAY_MS=1000"},
 };
