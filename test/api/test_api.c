@@ -1132,6 +1132,62 @@ static void test_libc_entry_points(void)
 	__libc_free(NULL);
 }
 
+/*
+ * The paged slab classes (20, 24, 28 KiB; core/slab.h) and the sizes around their bounds:
+ * objects of a slab are reused, so calloc must clear one that held data, realloc across the
+ * classes keeps the contents, the aligned forms align, and nothing overlaps.
+ */
+static void test_paged_classes(void)
+{
+	static const size_t sizes[] = {16383, 16384, 16385, 20479, 20480, 20481, 24575, 24576,
+				       24577, 28671, 28672, 28673, 32767, 32768, 32769};
+	enum { N = sizeof(sizes) / sizeof(sizes[0]), K = 8 };
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < N; i++) {
+			size_t n = tu_opaque(sizes[i]);
+			unsigned char *v[K];
+			for (int k = 0; k < K; k++) { /* dirty the objects, then free them */
+				v[k] = malloc(n);
+				CHECKF(v[k] && !((uintptr_t)v[k] & 15), "malloc(%zu)", n);
+				CHECK(malloc_usable_size(v[k]) >= n);
+				memset(v[k], 0xa5, malloc_usable_size(v[k]));
+			}
+			for (int k = 0; k < K; k++)
+				free(v[k]);
+			for (int k = 0; k < K; k++) { /* the same objects again: zeroed */
+				v[k] = calloc(1, n);
+				CHECK(v[k] != NULL);
+				for (size_t j = 0; j < n; j++)
+					CHECKF(v[k][j] == 0, "calloc(1, %zu): byte %zu is %#x", n, j, v[k][j]);
+				for (size_t j = 0; j < n; j++)
+					v[k][j] = (unsigned char)(j * 13 + k);
+			}
+			for (int k = 0; k < K; k++) { /* across the classes, up and down */
+				size_t m = sizes[(i + 1 + (size_t)k * 3) % N];
+				unsigned char *q = realloc(v[k], tu_opaque(m));
+				CHECK(q != NULL);
+				CHECK(malloc_usable_size(q) >= m);
+				for (size_t j = 0; j < (n < m ? n : m); j++)
+					CHECKF(q[j] == (unsigned char)(j * 13 + k), "realloc %zu -> %zu: byte %zu", n, m, j);
+				v[k] = q;
+			}
+			for (int k = 0; k < K; k++)
+				for (int l = k + 1; l < K; l++) /* (usable ranges never overlap) */
+					CHECK(v[k] + malloc_usable_size(v[k]) <= v[l] ||
+					      v[l] + malloc_usable_size(v[l]) <= v[k]);
+			for (int k = 0; k < K; k++)
+				free(v[k]);
+			for (size_t a = 16; a <= 64 * TU_KIB; a *= 4) {
+				void *p = NULL;
+				CHECK(posix_memalign(&p, a, n) == 0);
+				CHECKF(!((uintptr_t)p & (a - 1)), "posix_memalign(%zu, %zu): %p", a, n, p);
+				memset(p, 1, n);
+				free(p);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1161,6 +1217,7 @@ int main(void)
 		{"huge cache grows a cached mapping", test_huge_cache_grow},
 		{"glibc's __libc_* entry points", test_libc_entry_points},
 		{"huge cache gathers freed mappings", test_huge_cache_gather},
+		{"paged slab classes (16-32 KiB)", test_paged_classes},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
