@@ -154,7 +154,7 @@ void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
 		next = o;
 	}
 	head->freelist = next;
-	head->carved = (uint16_t)objects;
+	__atomic_store_n(&head->carved, (uint16_t)objects, __ATOMIC_RELAXED);
 }
 
 void secure_resize_small(void *p, size_t slot, size_t n, const char *call)

@@ -187,7 +187,7 @@ static struct page *new_slab(struct kmem_cache *s)
 	pg->inuse = 0;
 	/* memcheck mode: the descriptor's addr points at object 0, which would make a leaked
 	 * object 0 look reachable; it is never handed out */
-	pg->carved = unlikely(pcpm_vg) && s->objects > 1;
+	__atomic_store_n(&pg->carved, (uint16_t)(unlikely(pcpm_vg) && s->objects > 1), __ATOMIC_RELAXED);
 	pg->order = (uint8_t)s->order;
 	if (unlikely(pcpm_secure))
 		secure_slab_init(pg, s->size, s->objects);
@@ -263,7 +263,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 		while (got < want && pg->carved < s->objects) {
 			void *o = pg->addr + (size_t)pg->carved * s->size;
-			pg->carved++;
+			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + 1), __ATOMIC_RELAXED);
 			vg_open_obj(o);
 			if (link != &first)
 				fl_store(link, o);
@@ -345,7 +345,7 @@ void *slab_alloc_nested(unsigned cls)
 			pg->freelist = slab_fl_next(s, pg, o);
 		} else if (pg->carved < s->objects) {
 			o = pg->addr + (size_t)pg->carved * s->size;
-			pg->carved++;
+			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + 1), __ATOMIC_RELAXED);
 			vg_open_obj(o);
 			slab_carved(s, pg);
 		}

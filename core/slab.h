@@ -131,7 +131,11 @@ static inline long slab_obj_index(struct page *head, const void *p)
 {
 	size_t off = (size_t)((const char *)p - head->addr);
 	size_t idx = (off * head->reciprocal) >> 32;
-	if (unlikely(idx * pcpm_class_size[head->cls] != off || idx >= head->carved))
+	/* carved is read without the cache lock (it only grows while the slab lives, and p's
+	 * index is below it once p was handed out): relaxed atomics, plain moves on x86, so
+	 * TSan sees no race whichever caller this is inlined into (realloc, free, usable) */
+	if (unlikely(idx * pcpm_class_size[head->cls] != off ||
+		     idx >= __atomic_load_n(&head->carved, __ATOMIC_RELAXED)))
 		return -1;
 	return (long)idx;
 }
