@@ -674,28 +674,76 @@ static bool huge_quar_drain(void)
 }
 
 /* Moves the freed mapping r's pages away (r then describes them at their new address, ready
- * for the cache) and quarantines its old range.  False when they could not move (r
+ * for the cache) and quarantines its old range.  Cached neighbours that touch r's range (the
+ * other half of an earlier split) move with it in the same mremap and come out merged with
+ * it, as __huge_cache_put merges in the default mode; their old ranges (never a freed
+ * block's: every freed mapping moved) are unmapped.  False when the pages could not move (r
  * unchanged: the caller unmaps it). */
 static bool huge_quarantine(struct region *r)
 {
 	char *old = huge_base(r);
 	size_t len = r->len;
 	struct region *q = pcpm_region_new();
-	char *dst = q ? pcpm_os_reserve(len, HUGE_ALIGN) : NULL;
-	if (!dst || !pcpm_map_reserve(dst, len))
+	if (!q)
+		return false;
+	struct region *below = NULL, *above = NULL;
+	bool alone = false;
+again:
+	if (!alone) {
+		pcpm_lock(&huge_lock);
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+			struct region *c = huge_cache[i];
+			if (!c || len + c->len + (below ? below->len : 0) + (above ? above->len : 0) >
+					  HUGE_CACHE_BYTES)
+				continue;
+			bool b = !below && huge_base(c) + c->len == old;
+			if (!b && (above || old + len != huge_base(c)))
+				continue;
+			huge_cache[i] = NULL;
+			if (c->dirty)
+				huge_cached_bytes -= c->len;
+			/* stays HUGE_CACHED meanwhile: a double free of it is still reported */
+			if (b)
+				below = c;
+			else
+				above = c;
+		}
+		pcpm_unlock(&huge_lock);
+	}
+	char *from = below ? huge_base(below) : old;
+	size_t lo = (size_t)(old - from), hi = above ? above->len : 0, total = lo + len + hi;
+	char *dst = pcpm_os_reserve(total, HUGE_ALIGN);
+	if (!dst || !pcpm_map_reserve(dst, total))
 		goto fail;
 	/* the live block's guard goes: the cache hands out plain read/write mappings */
 	pcpm_os_guard_remove(old + len - PAGE_SIZE, PAGE_SIZE);
 	/* granules cleared before the range may become free (as huge_unmap does) */
-	pcpm_map_set(old, len, NULL);
-	int moved = pcpm_os_move_away(old, len, dst);
-	if (moved < 0) {
-		(void)pcpm_map_set(old, len, r); /* the leaves exist: cannot fail */
+	pcpm_map_set(from, total, NULL);
+	int moved = pcpm_os_move_away(from, total, dst);
+	if (moved < 0) { /* the leaves exist: none of these can fail */
+		(void)pcpm_map_set(old, len, r);
+		if (below)
+			(void)pcpm_map_set(from, lo, below);
+		if (above)
+			(void)pcpm_map_set(old + len, hi, above);
 		pcpm_os_guard_install(old + len - PAGE_SIZE, PAGE_SIZE);
 		goto fail;
 	}
+	if (moved && lo) /* the neighbours' old ranges: plain free address space */
+		pcpm_os_unmap(from, lo);
+	if (moved && hi)
+		pcpm_os_unmap(old + len, hi);
+	for (int k = 0; k < 2; k++) {
+		struct region *c = k ? above : below;
+		if (!c)
+			continue;
+		r->dirty |= c->dirty;
+		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+		pcpm_region_free(c);
+	}
 	huge_set_base(r, dst);
-	(void)pcpm_map_set(dst, len, r); /* reserved above: cannot fail */
+	r->len = total;
+	(void)pcpm_map_set(dst, total, r); /* reserved above: cannot fail */
 	if (!moved) { /* the old range is free address space again */
 		pcpm_region_free(q);
 		return true;
@@ -725,9 +773,18 @@ static bool huge_quarantine(struct region *r)
 	return true;
 fail:
 	if (dst)
-		pcpm_os_unmap(dst, len);
-	if (q)
-		pcpm_region_free(q);
+		pcpm_os_unmap(dst, total);
+	if (below || above) { /* back to the cache; then r alone (one VMA more likely) */
+		if (above)
+			above->deferred_next = NULL;
+		if (below)
+			below->deferred_next = above;
+		huge_cache_put_list(below ? below : above);
+		below = above = NULL;
+		alone = true;
+		goto again;
+	}
+	pcpm_region_free(q);
 	return false;
 }
 
