@@ -1457,7 +1457,12 @@ static PCPM_NOINLINE void *aligned_alloc_slow(size_t align, size_t size)
 static inline __attribute__((always_inline)) void *aligned_alloc_pow2(size_t align, size_t size)
 {
 	void *p = aligned_alloc_fast(align, size);
-	return likely(p) ? p : aligned_alloc_slow(align, size);
+	if (likely(p))
+		return p;
+	/* secure mode: its own stacks, as pcpm_malloc_slow does */
+	if (unlikely(pcpm_secure) && (p = secure_aligned_small(align, size)))
+		return p;
+	return aligned_alloc_slow(align, size);
 }
 
 static void *__aligned_alloc_pow2(size_t align, size_t size)

@@ -205,6 +205,30 @@ static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p
 	return true;
 }
 
+/* The aligned counterpart of secure_malloc_small (memalign, posix_memalign, aligned_alloc):
+ * align a power of two up to a page, size up to SLAB_MAX_SIZE - SECURE_TRAILER; the first
+ * class of at least size + 8 bytes whose objects are multiples of align (slabs are page
+ * aligned: every object is aligned), from the thread's own stack.  NULL when that stack is
+ * empty, a signal handler runs or the request is larger (then the slow path). */
+static inline __attribute__((always_inline)) void *secure_aligned_small(size_t align, size_t size)
+{
+	if (unlikely(size > SLAB_MAX_SIZE - SECURE_TRAILER || align > PAGE_SIZE))
+		return NULL;
+	size_t need = size + SECURE_TRAILER > align ? size + SECURE_TRAILER : align;
+	for (unsigned cls = size_to_class(need); cls < NR_SIZE_CLASSES; cls++) {
+		if (pcpm_class_size[cls] & (align - 1))
+			continue;
+		struct tcache *tc = &pcpm_tc;
+		struct tcache_bin *b = &tc->sbins[cls];
+		if (unlikely(!b->head || pcpm_nested()))
+			return NULL;
+		void *p = tcache_bin_pop(tc, b);
+		return __secure_arm_small(p, pcpm_class_size[cls], size,
+					  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, "memalign");
+	}
+	return NULL;
+}
+
 /* Out-of-line forms of the above, for the less frequent paths (slow path, memalign, signal
  * handlers, realloc). */
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call);
