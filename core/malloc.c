@@ -673,6 +673,32 @@ static bool huge_quar_drain(void)
 	return q != NULL;
 }
 
+/* Puts the reserved range described by q (base, len) into the quarantine; the oldest
+ * ranges go when it is over its bounds.  A free of its address reports a double free. */
+static void huge_quar_add(struct region *q)
+{
+	q->dirty = 0;
+	q->req = 0;
+	q->deferred_next = NULL;
+	q->next_free = (struct region *)HUGE_CACHED; /* free(old) again: a double free */
+	(void)pcpm_map_set(huge_base(q), q->len, q); /* the leaves exist (the mapping's) */
+	pcpm_lock(&huge_lock);
+	struct region *v = huge_quar[huge_quar_next];
+	if (v) {
+		huge_quar_bytes -= v->len;
+		v->deferred_next = NULL;
+	}
+	huge_quar[huge_quar_next] = q;
+	huge_quar_next = (huge_quar_next + 1) % HUGE_QUAR_SLOTS;
+	huge_quar_bytes += q->len;
+	struct region *more = __huge_quar_evict(false);
+	pcpm_unlock(&huge_lock);
+	if (v)
+		huge_quar_release(v);
+	huge_quar_release_list(more);
+}
+
+static bool __huge_quarantine(struct region *r);
 /* Moves the freed mapping r's pages away (r then describes them at their new address, ready
  * for the cache) and quarantines its old range.  Cached neighbours that touch r's range (the
  * other half of an earlier split) move with it in the same mremap and come out merged with
@@ -680,6 +706,14 @@ static bool huge_quar_drain(void)
  * block's: every freed mapping moved) are unmapped.  False when the pages could not move (r
  * unchanged: the caller unmaps it). */
 static bool huge_quarantine(struct region *r)
+{
+	int e = errno; /* free() keeps errno */
+	bool ok = __huge_quarantine(r);
+	errno = e;
+	return ok;
+}
+
+static bool __huge_quarantine(struct region *r)
 {
 	char *old = huge_base(r);
 	size_t len = r->len;
@@ -751,25 +785,7 @@ again:
 	q->kind = REGION_HUGE;
 	huge_set_base(q, old);
 	q->len = len;
-	q->dirty = 0;
-	q->req = 0;
-	q->deferred_next = NULL;
-	q->next_free = (struct region *)HUGE_CACHED; /* free(old) again: a double free */
-	(void)pcpm_map_set(old, len, q); /* r's granules: the leaves exist */
-	pcpm_lock(&huge_lock);
-	struct region *v = huge_quar[huge_quar_next];
-	if (v) {
-		huge_quar_bytes -= v->len;
-		v->deferred_next = NULL;
-	}
-	huge_quar[huge_quar_next] = q;
-	huge_quar_next = (huge_quar_next + 1) % HUGE_QUAR_SLOTS;
-	huge_quar_bytes += len;
-	struct region *more = __huge_quar_evict(false);
-	pcpm_unlock(&huge_lock);
-	if (v)
-		huge_quar_release(v);
-	huge_quar_release_list(more);
+	huge_quar_add(q);
 	return true;
 fail:
 	if (dst)
@@ -788,9 +804,27 @@ fail:
 	return false;
 }
 
+/* Secure mode, a mapping that is not cached (too large, or its pages could not move): its
+ * pages go, its range stays reserved PROT_NONE in the quarantine (MAP_FIXED replaces the
+ * mapping in one call); unmapped when even that fails. */
+static void huge_discard(struct region *r)
+{
+	if (!pcpm_os_reserve_over(huge_base(r), r->len)) {
+		huge_unmap(r);
+		return;
+	}
+	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	huge_quar_add(r);
+}
+
 static void huge_free(struct region *r)
 {
-	if (r->len > HUGE_CACHE_MAX || (pcpm_secure && !huge_quarantine(r))) {
+	if (pcpm_secure && (r->len > HUGE_CACHE_MAX || !huge_quarantine(r))) {
+		huge_discard(r);
+		return;
+	}
+	if (r->len > HUGE_CACHE_MAX) {
 		huge_unmap(r);
 		return;
 	}

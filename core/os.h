@@ -110,6 +110,10 @@ bool pcpm_os_guard(void *p, size_t len);
  * is used for the whole process.  False on failure.  Thread-safe. */
 bool pcpm_os_guard_install(void *p, size_t len);
 bool pcpm_os_guard_remove(void *p, size_t len);
+/* Replaces whatever is mapped at [p, p+len) (page aligned) by an empty PROT_NONE reservation
+ * in one call (MAP_FIXED: no moment in which another mmap could take the range); the pages
+ * that were there are freed.  False on failure (ENOMEM; errno preserved). */
+bool pcpm_os_reserve_over(void *p, size_t len);
 /*
  * Moves the pages of the read/write mapping [old, old+len) onto the reservation dst (len
  * bytes, page aligned; mremap moves page tables, so the pages stay resident, no copy, no
