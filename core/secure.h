@@ -19,9 +19,10 @@
  *  - large blocks of 64 KiB and more and huge mappings end in a guard page (the bytes
  *    between the end of the request and the guard carry the canary; pcpm_os_guard_install:
  *    MADV_GUARD_INSTALL, or PROT_NONE), realloc resizes large blocks in place and moves the
- *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes),
- *    freed huge mappings are cached PROT_NONE; the page descriptor array and the metadata
- *    chunks get PROT_NONE guard pages too.
+ *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes);
+ *    a freed huge mapping's pages move (mremap) to an address no pointer knows and are
+ *    cached there, its old range stays reserved PROT_NONE (huge_quarantine in malloc.c);
+ *    the page descriptor array and the metadata chunks get PROT_NONE guard pages too.
  * Thread-safety: the functions only touch the block they are given.  Messages: one line,
  * then abort() (pcpm_fatal).
  */
