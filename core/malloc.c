@@ -704,7 +704,7 @@ static bool __huge_quarantine(struct region *r);
  * other half of an earlier split) move with it in the same mremap and come out merged with
  * it, as __huge_cache_put merges in the default mode; their old ranges (never a freed
  * block's: every freed mapping moved) are unmapped.  False when the pages could not move (r
- * unchanged: the caller unmaps it). */
+ * unchanged: the caller drops them, huge_discard).  errno is kept. */
 static bool huge_quarantine(struct region *r)
 {
 	int e = errno; /* free() keeps errno */
@@ -820,11 +820,13 @@ static void huge_discard(struct region *r)
 
 static void huge_free(struct region *r)
 {
-	if (pcpm_secure && (r->len > HUGE_CACHE_MAX || !huge_quarantine(r))) {
-		huge_discard(r);
-		return;
-	}
-	if (r->len > HUGE_CACHE_MAX) {
+	if (pcpm_secure) {
+		/* (a quarantined mapping may come out larger: merged with its neighbours) */
+		if (r->len > HUGE_CACHE_MAX || !huge_quarantine(r)) {
+			huge_discard(r);
+			return;
+		}
+	} else if (r->len > HUGE_CACHE_MAX) {
 		huge_unmap(r);
 		return;
 	}
