@@ -4,8 +4,9 @@
  * preload/ exports them under the standard names.
  *
  * Sizes are bytes.  Every result is 16-byte aligned (16 KiB+ requests are page aligned).
- * Sizes up to 16 KiB come from slab size classes through the thread cache, larger ones are
- * page runs from the pcp/zone, above 4 MiB a mapping of their own.  Errors follow glibc:
+ * Sizes up to 16 KiB come from slab size classes through the thread cache, up to 28 KiB from
+ * the paged slab classes (slow path, no thread cache), larger ones are page runs from the
+ * pcp/zone, above 4 MiB a mapping of their own.  Errors follow glibc:
  * NULL with errno = ENOMEM for impossible sizes or exhausted memory, EINVAL for bad
  * alignments.  Bad frees (pointer not the start of a live pcpmalloc block, double free,
  * foreign pointer) abort with one line "pcpmalloc: CALL(): invalid pointer|double free 0x...".

@@ -58,7 +58,7 @@ static void print_configuration(void)
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   slab: %d size classes, 16 B .. %d KiB; thread caches %s, %u objects "
 			 "per refill/flush\n",
-			 NR_SIZE_CLASSES, SLAB_MAX_SIZE >> 10,
+			 NR_SIZE_CLASSES, SLAB_PAGED_MAX >> 10,
 			 pcpm_tcache_cap[0] ? "on" : "off", tcache_fbatch());
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   arena: %zu MiB of address space reserved per arena (when the first "
@@ -1240,6 +1240,8 @@ static void *__malloc_slow(size_t n)
 				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
 		} else if (n <= SLAB_MAX_SIZE && !pcpm_secure) {
 			p = tcache_alloc_slow(size_to_class(n));
+		} else if (n <= SLAB_PAGED_MAX && !pcpm_secure) {
+			p = tcache_alloc_slow(size_to_paged_class(n));
 		} else if (n > PTRDIFF_MAX) {
 			p = NULL;
 		} else {
@@ -1278,11 +1280,15 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		memset(p, 0, n);
 		return p;
 	}
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) { /* a paged class's object: slabs are reused */
+		memset(p, 0, n);
+		return p;
+	}
 	if (unlikely(pcpm_vg)) /* memcheck: zeros it knows to be defined */
 		VALGRIND_MAKE_MEM_DEFINED(p, n);
 	/* Page runs never written since they were committed or purged read as zero, and so
 	 * do fresh or purged huge mappings; a reused resident one is cleared. */
-	struct page *pg = pcpm_page_of(p);
 	if (pg) {
 		if (pg->flags & PG_DIRTY)
 			memset(p, 0, n);

@@ -316,7 +316,7 @@ void pcp_periodic(uint64_t now)
 		}
 		zone_maybe_purge(z, now);
 	}
-	pcpm_topology_tick();
+	pcpm_topology_tick(pcpm_zone.managed_pages);
 	if (pcpm_periodic_hook)
 		pcpm_periodic_hook(now);
 }
@@ -352,7 +352,7 @@ static struct page *rmqueue(struct zone *z, unsigned cpu, unsigned order)
 		int n = nr_pcp_alloc(pcp, order);
 		int got = rmqueue_bulk(z, order, n, list);
 		pcp->refills++;
-		pcpm_topology_note_refill();
+		pcpm_topology_note_refill(z->managed_pages);
 		pcp->refill_pages += (uint64_t)got << order;
 		pcp->count += got << order;
 		slow = true;

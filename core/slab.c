@@ -32,6 +32,8 @@ static void *slab_fl_next(struct kmem_cache *s, struct page *pg, const void *o)
 
 static uint32_t class_size_of(unsigned cls)
 {
+	if (cls >= SLAB_PAGED_FIRST)
+		return SLAB_MAX_SIZE + SLAB_PAGED_STEP * (cls - SLAB_PAGED_FIRST + 1);
 	if (cls < 8)
 		return 16 * (cls + 1);
 	unsigned k = 7 + (cls - 8) / 8; /* doubling 2^k .. 2^(k+1) */
@@ -43,6 +45,8 @@ unsigned size_to_class_slow(size_t n)
 {
 	if (n <= 128)
 		return n ? (unsigned)((n - 1) / 16) : 0;
+	if (n > SLAB_MAX_SIZE)
+		return size_to_paged_class(n);
 	unsigned k = 63 - (unsigned)__builtin_clzl(n - 1);
 	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
 }
@@ -56,11 +60,41 @@ static int fls_int(unsigned x)
 #define MIN_PARTIAL_BYTES (64UL << 10)
 
 /*
+ * Classes above 8 KiB: the smallest order from 3 to max_order whose slab wastes at most 1/8
+ * of itself, else the one that wastes the least.  Order 3 holds only two or three of these
+ * objects and can waste a third of the slab (11 KiB: 2 in 32 KiB, 10 KiB left) - 0.9 MiB of
+ * xthread-large's peak went to such tails; the paged classes would waste up to half (one
+ * 20 KiB object in 32 KiB, the rounding they exist to avoid), so they may go up to
+ * SLAB_MAX_ORDER, the 8-16 KiB classes to order 4 (11 KiB: 5 in 64 KiB).  Slabs above
+ * order 3 come from the zone, not the pcp (as the kernel's above PAGE_ALLOC_COSTLY_ORDER).
+ */
+static unsigned paged_order(uint32_t size, unsigned max_order)
+{
+	unsigned best = PAGE_ALLOC_COSTLY_ORDER;
+	size_t best_waste = (PAGE_SIZE << best) % size;
+	for (unsigned o = PAGE_ALLOC_COSTLY_ORDER; o <= max_order; o++) {
+		size_t slab = PAGE_SIZE << o, waste = slab % size;
+		if (waste <= slab / 8)
+			return o;
+		/* waste / slab < best_waste / best slab, without division */
+		if (waste * (PAGE_SIZE << best) < best_waste * slab) {
+			best = o;
+			best_waste = waste;
+		}
+	}
+	return best;
+}
+
+/*
  * calculate_order(): the smallest order (<= 3) whose slab holds min_objects =
  * 4 * (fls(nr_cpus) + 1) objects with at most 1/16 of it wasted, relaxing to 1/8, 1/4, 1/2.
  */
 static unsigned calculate_order(uint32_t size)
 {
+	if (size > SLAB_MAX_SIZE)
+		return paged_order(size, SLAB_MAX_ORDER);
+	if (size > 8192)
+		return paged_order(size, PAGE_ALLOC_COSTLY_ORDER + 1);
 	unsigned min_objects = 4 * (unsigned)(fls_int((unsigned)pcpm_nr_online) + 1);
 	for (unsigned frac = 16; frac >= 2; frac /= 2) {
 		for (unsigned o = 0; o <= PAGE_ALLOC_COSTLY_ORDER; o++) {
@@ -103,7 +137,8 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		 * above 8 KiB in a process (xthread-large: up to 1 MiB over its nine classes). */
 		unsigned m = (unsigned)(31 - __builtin_clz(size)) / 2;
 		s->min_partial = m < 5 ? 5 : m > 10 ? 10 : m;
-		s->min_partial = MAX(2u, MIN(s->min_partial, MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
+		s->min_partial = MAX(s->order > PAGE_ALLOC_COSTLY_ORDER ? 1u : 2u,
+				     MIN(s->min_partial, MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
 		list_init(&s->partial);
 		__atomic_store_n(&s->size, size, __ATOMIC_RELEASE);
 	}

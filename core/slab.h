@@ -3,8 +3,9 @@
  *
  * Classes: 16..128 bytes in 16-byte steps (every result 16-byte aligned, as glibc), then
  * eight classes per power of two up to 16 KiB, so above 128 B a request wastes at most 1/8
- * of its object.  A slab is 2^order pages (order 0..3, the kernel's calculate_order) from the
- * pcp, cut into equal objects on demand (bump carving, so untouched objects cost no RSS),
+ * of its object; then the paged classes (20, 24, 28 KiB, below).  A slab is 2^order pages
+ * (order 0..3, the kernel's calculate_order; up to 4 above 8 KiB and 5 for the paged classes,
+ * see paged_order) from the pcp or, above order 3, the zone, cut into equal objects on demand (bump carving, so untouched objects cost no RSS),
  * with a SLUB freelist threaded through free objects.  Partial slabs sit on the cache's
  * partial list; a slab that becomes empty goes back to the pcp once min_partial slabs are
  * kept.  Objects move between a cache and the thread caches in batches (one lock hold).
@@ -16,8 +17,20 @@
 
 #include "pcp.h"
 
-#define NR_SIZE_CLASSES 64
-#define SLAB_MAX_SIZE 16384	   /* largest slab object; larger requests are page runs */
+#define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
+/*
+ * Paged classes: 20, 24 and 28 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
+ * the slow paths only (their thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.
+ * A power-of-two page block for a 17..32 KiB request wastes a quarter of it on average
+ * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
+ * slab wastes the step's rounding and the slab's tail.  Above 28 KiB the order-3 block
+ * itself is the best fit: those stay page runs.
+ */
+#define SLAB_PAGED_MAX 28672
+#define SLAB_PAGED_STEP 4096
+#define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
+#define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
+#define NR_SIZE_CLASSES (SLAB_PAGED_FIRST + (SLAB_PAGED_MAX - SLAB_MAX_SIZE) / SLAB_PAGED_STEP)
 #define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
 #define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
 
@@ -85,7 +98,13 @@ static inline unsigned size_to_class(size_t n)
 	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
 }
 
-/* The formula behind the lookup table, for any n <= SLAB_MAX_SIZE (tests use it). */
+/* Paged class of a request of SLAB_MAX_SIZE < n <= SLAB_PAGED_MAX bytes. */
+static inline unsigned size_to_paged_class(size_t n)
+{
+	return SLAB_PAGED_FIRST + (unsigned)((n - SLAB_MAX_SIZE - 1) / SLAB_PAGED_STEP);
+}
+
+/* The formula behind the lookup table, for any n <= SLAB_PAGED_MAX (tests use it). */
 unsigned size_to_class_slow(size_t n);
 
 void pcpm_slab_init(void);

@@ -50,6 +50,10 @@ void pcpm_tcache_init(void)
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
 		if (size > 4096)
 			cap = MAX(2u, MIN(cap, TCACHE_LARGE_BYTES / size));
+		/* paged classes: none (the fast paths never see them; a producer's objects
+		 * parked in its consumer's cache would pin their large slabs) */
+		if (c >= SLAB_PAGED_FIRST)
+			cap = 0;
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
@@ -285,7 +289,8 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		slab_free_bulk(cls, p, 1);
 		return;
 	}
-	tcache_flush_full(tc, cls);
+	if (likely(pcpm_tcache_cap[cls]))
+		tcache_flush_full(tc, cls);
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;

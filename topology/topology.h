@@ -47,10 +47,11 @@ const struct pcpm_cpu_cache *pcpm_cpu_cache(int cpu);
 /* Fills in l2_share_bytes and slice_bytes from the sizes and sharing counts. */
 void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c);
 
-/* Called on every pcp refill (slow path): counts them and marks discovery due. */
-void pcpm_topology_note_refill(void);
+/* Called on every pcp refill (slow path) with the pages the zone manages (its committed
+ * heap): counts the refills and marks discovery due. */
+void pcpm_topology_note_refill(size_t heap_pages);
 /* From the periodic work: marks discovery due when the refills were done early. */
-void pcpm_topology_tick(void);
+void pcpm_topology_tick(size_t heap_pages);
 
 /* From the malloc slow path, no lock held: starts hwloc discovery once when it is due, on a
  * helper thread (PCPMALLOC_TOPOLOGY=now: in the calling thread). */

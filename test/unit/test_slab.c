@@ -24,14 +24,19 @@ int main(void)
 		CHECK_EQ(pcpm_class_size[c] % 16, 0);
 		if (c)
 			CHECK(pcpm_class_size[c] > pcpm_class_size[c - 1]);
-		/* waste bound: above 128 B a request of (previous class + 1) wastes < 1/8 */
-		if (c > 8) {
+		/* waste bound: above 128 B a request of (previous class + 1) wastes < 1/8 (the
+		 * paged classes: one SLAB_PAGED_STEP, a page multiple) */
+		if (c >= SLAB_PAGED_FIRST) {
+			CHECK_EQ(pcpm_class_size[c] - pcpm_class_size[c - 1], SLAB_PAGED_STEP);
+			CHECK_EQ(pcpm_class_size[c] % PAGE_SIZE, 0);
+		} else if (c > 8) {
 			uint32_t prev = pcpm_class_size[c - 1], cur = pcpm_class_size[c];
 			CHECK((cur - prev - 1) * 8 <= cur);
 		}
 	}
 	CHECK_EQ(pcpm_class_size[0], 16);
-	CHECK_EQ(pcpm_class_size[NR_SIZE_CLASSES - 1], SLAB_MAX_SIZE);
+	CHECK_EQ(pcpm_class_size[SLAB_PAGED_FIRST - 1], SLAB_MAX_SIZE);
+	CHECK_EQ(pcpm_class_size[NR_SIZE_CLASSES - 1], SLAB_PAGED_MAX);
 	/* every size maps to the smallest class that holds it, fast path == formula */
 	for (size_t n = 0; n <= SLAB_MAX_SIZE; n++) {
 		unsigned c = size_to_class(n);
@@ -39,6 +44,13 @@ int main(void)
 		CHECK(pcpm_class_size[c] >= n);
 		if (c)
 			CHECK(pcpm_class_size[c - 1] < n);
+	}
+	/* the paged classes: the smallest that holds the request */
+	for (size_t n = SLAB_MAX_SIZE + 1; n <= SLAB_PAGED_MAX; n++) {
+		unsigned c = size_to_paged_class(n);
+		CHECK_EQ(c, size_to_class_slow(n));
+		CHECK(c >= SLAB_PAGED_FIRST && c < NR_SIZE_CLASSES);
+		CHECK(pcpm_class_size[c] >= n && pcpm_class_size[c - 1] < n);
 	}
 	/* caches are set up at their first use, once */
 	CHECK_EQ(pcpm_caches[5].size, 0);
@@ -48,7 +60,11 @@ int main(void)
 	/* exact object index for every offset of every slab */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = kmem_cache_of(c);
-		CHECK(s->order <= 3);
+		CHECK(s->order <= (c >= SLAB_PAGED_FIRST ? SLAB_MAX_ORDER : s->size > 8192 ? 4 : 3));
+		/* paged classes: at most 1/8 of the slab wasted, or the least of orders 3..max */
+		if (c >= SLAB_PAGED_FIRST && (PAGE_SIZE << s->order) % s->size > (PAGE_SIZE << s->order) / 8)
+			for (unsigned o = 3; o <= SLAB_MAX_ORDER; o++)
+				CHECK((PAGE_SIZE << o) % s->size > (PAGE_SIZE << o) / 8);
 		CHECK(s->objects >= 1);
 		CHECK((PAGE_SIZE << s->order) % s->size <= (PAGE_SIZE << s->order) / 2);
 		for (size_t off = 0; off < (PAGE_SIZE << s->order); off++)
@@ -56,7 +72,7 @@ int main(void)
 	}
 
 	/* bulk: objects distinct, inside a PG_SLAB page of the right class, index valid */
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c += 7) {
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c = c + 7 < SLAB_PAGED_FIRST ? c + 7 : c == SLAB_PAGED_FIRST + 1 ? NR_SIZE_CLASSES : SLAB_PAGED_FIRST + 1) {
 		struct kmem_cache *s = &pcpm_caches[c];
 		enum { N = 3000 };
 		static void *objs[N + 31];

@@ -66,10 +66,12 @@ int main(void)
 {
 	CHECK(pcpm_init());
 	unsigned batch = tcache_fbatch();
-	/* capacities: above 4 KiB at most 32 KiB of objects, 2 to 4 */
+	/* capacities: above 4 KiB at most 32 KiB of objects, 2 to 4; the paged classes none */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		uint32_t size = pcpm_class_size[c];
-		if (size > 4096) {
+		if (c >= SLAB_PAGED_FIRST) {
+			CHECK_EQ(pcpm_tcache_cap[c], 0);
+		} else if (size > 4096) {
 			CHECK(pcpm_tcache_cap[c] >= 2 && pcpm_tcache_cap[c] <= 4);
 			CHECK(pcpm_tcache_cap[c] == 2 || pcpm_tcache_cap[c] * size <= 32768);
 		} else {
@@ -93,12 +95,14 @@ int main(void)
 	CHECK_EQ(pthread_create(&t, NULL, churner, NULL), 0);
 	CHECK_EQ(pthread_join(t, NULL), 0);
 
-	/* kmem_caches keep at most 64 KiB of partial slabs (at least 2) before freeing empty ones */
+	/* kmem_caches keep at most 64 KiB of partial slabs (at least 2; 1 for slabs above
+	 * order 3) before freeing empty ones */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		struct kmem_cache *s = kmem_cache_of(c);
 		size_t slab = (size_t)4096 << s->order;
-		CHECK(s->min_partial >= 2 && s->min_partial <= 10);
-		CHECK(s->min_partial == 2 || s->min_partial * slab <= 65536);
+		unsigned floor = s->order > 3 ? 1 : 2;
+		CHECK(s->min_partial >= floor && s->min_partial <= 10);
+		CHECK(s->min_partial == floor || s->min_partial * slab <= 65536);
 	}
 	printf("tcache: %u objects per batch; free_high for a freeing thread, full capacity back on refill\n",
 	       batch);
