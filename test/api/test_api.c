@@ -954,6 +954,71 @@ static void test_huge_cache_grow(void)
 	}
 }
 
+/* Lines of /proc/self/maps (mappings), VmSize (bytes of address space); -1 when unreadable. */
+static long maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	long n = 0;
+	for (int c; (c = fgetc(f)) != EOF;)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static long long vm_size_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long long kb = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb << 10;
+}
+
+/* Secure mode: every freed huge mapping leaves its old range reserved PROT_NONE (the faults
+ * themselves are test_harden's cases), but the quarantine keeps only the last 32 of them
+ * within 1 GiB: after 200 frees of 6-15 MiB mappings (each freed range quarantined, the
+ * pages moved and cached), the process has at most about that many more mappings and that
+ * much more address space (an unbounded quarantine: 210 mappings more). */
+static void test_huge_quarantine_bounded(void)
+{
+	const char *sec = getenv("PCPMALLOC_SECURE");
+	if (!(sec && *sec == '1')) {
+		printf("  huge quarantine: secure mode only, skipped\n");
+		return;
+	}
+	malloc_trim(0);
+	long m0 = maps_count();
+	long long v0 = vm_size_bytes();
+	for (int i = 0; i < 200; i++) {
+		size_t n = tu_opaque((size_t)(6 + i % 10) << 20);
+		unsigned char *p = malloc(n);
+		CHECK(p != NULL);
+		p[0] = (unsigned char)i;
+		p[n - 1] = (unsigned char)i;
+		CHECK(p[0] == (unsigned char)i);
+		free(p);
+	}
+	long m1 = maps_count();
+	long long v1 = vm_size_bytes();
+	if (m0 < 0 || v0 < 0 || m1 < 0 || v1 < 0) {
+		printf("  huge quarantine: /proc not readable, bounds not checked\n");
+		return;
+	}
+	/* 32 quarantined ranges + 16 cached mappings, and slack for the rest of the process */
+	CHECKF(m1 - m0 <= 32 + 16 + 16, "200 huge frees: %ld mappings more (quarantine unbounded?)", m1 - m0);
+	/* 1 GiB of quarantine + the cache's 256 MiB + slack */
+	CHECKF(v1 - v0 <= (1LL << 30) + (256LL << 20) + (64LL << 20),
+	       "200 huge frees: %lld MiB more address space (quarantine unbounded?)", (v1 - v0) >> 20);
+	malloc_trim(0);
+}
+
 /* Mappings no request fits alone are gathered into one block with mremap: a cache hit whose
  * pages are the freed ones (moved, not fresh: they still hold the old bytes), every byte
  * usable, calloc's bytes zero, and realloc of such a block (several VMAs, which mremap
@@ -1164,6 +1229,7 @@ int main(void)
 		{"huge cache grows a cached mapping", test_huge_cache_grow},
 		{"glibc's __libc_* entry points", test_libc_entry_points},
 		{"huge cache gathers freed mappings", test_huge_cache_gather},
+		{"huge quarantine is bounded (secure mode)", test_huge_quarantine_bounded},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
