@@ -727,8 +727,8 @@ again:
 		pcpm_lock(&huge_lock);
 		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 			struct region *c = huge_cache[i];
-			if (!c || len + c->len + (below ? below->len : 0) + (above ? above->len : 0) >
-					  HUGE_CACHE_BYTES)
+			size_t have = len + (below ? below->len : 0) + (above ? above->len : 0);
+			if (!c || have + c->len > HUGE_CACHE_BYTES)
 				continue;
 			bool b = !below && huge_base(c) + c->len == old;
 			if (!b && (above || old + len != huge_base(c)))

@@ -224,8 +224,8 @@ static inline __attribute__((always_inline)) void *secure_aligned_small(size_t a
 		if (unlikely(!b->head || pcpm_nested()))
 			return NULL;
 		void *p = tcache_bin_pop(tc, b);
-		return __secure_arm_small(p, pcpm_class_size[cls], size,
-					  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, "memalign");
+		unsigned sample = (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE;
+		return __secure_arm_small(p, pcpm_class_size[cls], size, sample, "memalign");
 	}
 	return NULL;
 }

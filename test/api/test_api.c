@@ -1014,10 +1014,12 @@ static void test_huge_quarantine_bounded(void)
 	}
 	/* 32 quarantined ranges + 16 cached mappings (a gathered one may be two VMAs or more),
 	 * and slack for the rest of the process */
-	CHECKF(m1 - m0 <= 32 + 2 * 16 + 16, "200 huge frees: %ld mappings more (quarantine unbounded?)", m1 - m0);
+	CHECKF(m1 - m0 <= 32 + 2 * 16 + 16,
+	       "200 huge frees: %ld mappings more (quarantine unbounded?)", m1 - m0);
 	/* 1 GiB of quarantine + the cache's 256 MiB + slack */
 	CHECKF(v1 - v0 <= (1LL << 30) + (256LL << 20) + (64LL << 20),
-	       "200 huge frees: %lld MiB more address space (quarantine unbounded?)", (v1 - v0) >> 20);
+	       "200 huge frees: %lld MiB more address space (quarantine unbounded?)",
+	       (v1 - v0) >> 20);
 	malloc_trim(0);
 }
 

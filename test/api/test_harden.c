@@ -469,8 +469,8 @@ int main(int argc, char **argv)
 	expect("use after free: write to a freed block's body", uaf_body, sec,
 	       "pcpmalloc: malloc(): write after free in 0x");
 	expect("use after free: write to a freed huge mapping", uaf_huge, secure ? GUARD : NOT_CAUGHT, NULL);
-	expect("use after free: write to a freed huge mapping whose pages were reused", uaf_huge_reused,
-	       secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("use after free: write to a freed huge mapping whose pages were reused",
+	       uaf_huge_reused, secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("forged free-list link (aligned address)", fake_link, NOT_FORGED,
 	       "pcpmalloc: malloc(): corrupted free list at 0x");
 
