@@ -142,7 +142,7 @@ if want 6; then
 	done
 fi
 
-# 7: start-up (bench/startup.sh comes with the start-up work; absent: the table says so)
+# 7: start-up (bench/startup.sh)
 if want 7; then
 	if [ -f "$src/bench/startup.sh" ]; then
 		log "target 7: bench/startup.sh"

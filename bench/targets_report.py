@@ -257,8 +257,7 @@ def t6(d):
 def t7(d):
     txt = read(d, 'startup.txt')
     if txt is None:
-        return ('## Target 7: start-up\n\nNot measured here: bench/startup.sh is not in this tree '
-                '(it comes with the start-up work).')
+        return no_figures('target 7: no startup.txt', '## Target 7: start-up', ' (see startup.err).')
     return f'## Target 7: start-up\n\n{cmd(d, "startup")}\n\n```\n{txt.rstrip()}\n```'
 
 
@@ -274,7 +273,7 @@ def main():
     parts = []
     files = {'1': t1, '2': t23, '4': t4, '5': t5, '6': t6, '7': t7}
     present = {'1': 'fastpath.cmd', '2': 'suite.cmd', '4': 'pc.cmd', '5': 'scaling.cmd',
-               '6': 'return.cmd', '7': None}
+               '6': 'return.cmd', '7': 'startup.cmd'}
     for k, f in files.items():
         if present[k] and not os.path.exists(os.path.join(d, present[k])):
             continue

@@ -220,12 +220,13 @@ static void huge_free_nested(struct region *r)
 
 static inline char *huge_base(const struct region *r);
 
-/* Secure mode: the last page of the mapping is a guard, the bytes between the request and
+/* Secure mode: the last page of the mapping is a guard (no VMA split where the kernel has
+ * MADV_GUARD_INSTALL, so mremap still sees one mapping), the bytes between the request and
  * the guard carry the canary. */
 static void huge_secure_arm(struct region *r, size_t size)
 {
 	r->req = size;
-	pcpm_os_guard(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
+	pcpm_os_guard_install(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
 	secure_fill_canary(huge_base(r) + size, huge_base(r) + r->len - PAGE_SIZE);
 }
 
@@ -250,16 +251,15 @@ static inline void huge_set_base(struct region *r, char *p)
 	r->base = (char *)((uintptr_t)p ^ huge_base_mask);
 }
 
-/* Describes a fresh mapping of len bytes at p, for a request of size bytes, in region r. */
-static void huge_region_init(struct region *r, char *p, size_t len, size_t size)
+/* Describes a fresh mapping of len bytes at p in region r (secure mode: the caller arms it,
+ * huge_secure_arm). */
+static void huge_region_init(struct region *r, char *p, size_t len)
 {
 	r->kind = REGION_HUGE;
 	huge_set_base(r, p);
 	r->len = len;
 	r->dirty = 0; /* fresh anonymous memory reads as zero */
 	r->next_free = NULL;
-	if (pcpm_secure)
-		huge_secure_arm(r, size);
 }
 
 /* Shrinks a mapping in place to len bytes (len < r->len). */
@@ -274,7 +274,7 @@ static void huge_shrink(struct region *r, size_t len)
 
 static bool reclaim_address_space(void);
 /*
- * Splits a mapping taken from the cache (not secure mode) at keep bytes (a multiple of
+ * Splits a mapping taken from the cache at keep bytes (a multiple of
  * HUGE_ALIGN, less than r->len): r keeps the head, the tail goes back to the cache as a
  * mapping of its own, still resident, where huge_shrink would unmap it and the next larger
  * request would fault it in again.  The two halves merge again when both are cached
@@ -326,7 +326,7 @@ static void huge_cache_put_list(struct region *list)
 }
 
 /*
- * No cached mapping is large enough for len bytes (not secure mode; huge_lock held, dropped
+ * No cached mapping is large enough for len bytes (huge_lock held, dropped
  * on return): build one block from several.  The resident cached mappings, largest first,
  * until they hold len bytes, are moved with mremap into one new 4 MiB-aligned reservation:
  * mremap moves page-table entries, so their pages come along resident, without a copy or a
@@ -412,7 +412,7 @@ static void *__huge_gather(size_t len)
 		r = NULL;
 	}
 	if (r) {
-		huge_region_init(r, dst, len, len);
+		huge_region_init(r, dst, len);
 		r->dirty = 1;
 		(void)pcpm_map_set(dst, len, r); /* reserved above: cannot fail */
 		atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
@@ -444,60 +444,29 @@ static void *huge_alloc(size_t size, size_t align)
 			if (r && r->len >= len && (best < 0 || r->len < huge_cache[best]->len))
 				best = i;
 		}
-		if (best < 0 && !pcpm_secure) {
+		if (best < 0) {
 			void *p = __huge_gather(len); /* drops huge_lock */
 			if (!p)
 				goto fresh;
+			if (pcpm_secure)
+				huge_secure_arm(pcpm_region_of(p), size);
 			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
 			return p;
 		}
-		bool grow = false;
-		if (best < 0) {
-			/* none is large enough: grow the largest one (mremap moves page tables, no
-			 * bytes), so only the extension faults in, where a fresh mapping would fault
-			 * in all of it and the cached one would stay resident beside it */
-			for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-				struct region *r = huge_cache[i];
-				if (r && (best < 0 || r->len > huge_cache[best]->len))
-					best = i;
-			}
-			grow = best >= 0;
-		}
-		if (best >= 0) {
-			struct region *r = huge_cache[best];
-			huge_cache[best] = NULL;
-			if (r->dirty)
-				huge_cached_bytes -= r->len;
-			r->next_free = NULL;
-			pcpm_unlock(&huge_lock);
-			/* secure mode: a larger mapping is split first, its tail staying in the
-			 * cache PROT_NONE (resident, as in the default mode, not unmapped) */
-			bool split = pcpm_secure && !grow && r->len > ALIGN_UP(len, HUGE_ALIGN);
-			if (split)
-				huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
-			/* secure mode: cached PROT_NONE (huge_free); open it again (mremap needs one
-			 * VMA), then a new guard and canary */
-			if (pcpm_secure && !pcpm_os_commit(huge_base(r), r->len)) {
-				huge_unmap(r);
-				goto fresh;
-			}
-			if (grow) {
-				if (!huge_realloc(r, len)) {
-					huge_free(r); /* back to the cache (a merged range may span two
-						       * VMAs, which mremap refuses) */
-					goto fresh;
-				}
-			} else if (!pcpm_secure && r->len > ALIGN_UP(len, HUGE_ALIGN)) {
-				huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
-			} else if (!split && r->len > len + len / 4) {
-				huge_shrink(r, len);
-			}
-			if (pcpm_secure)
-				huge_secure_arm(r, size);
-			atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
-			return huge_base(r);
-		}
+		struct region *r = huge_cache[best];
+		huge_cache[best] = NULL;
+		if (r->dirty)
+			huge_cached_bytes -= r->len;
+		r->next_free = NULL;
 		pcpm_unlock(&huge_lock);
+		if (r->len > ALIGN_UP(len, HUGE_ALIGN))
+			huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
+		else if (r->len > len + len / 4)
+			huge_shrink(r, len);
+		if (pcpm_secure)
+			huge_secure_arm(r, size);
+		atomic_fetch_add_explicit(&huge_hits, 1, memory_order_relaxed);
+		return huge_base(r);
 	}
 fresh:;
 	char *p = pcpm_os_map(len, MAX(align, HUGE_ALIGN));
@@ -513,7 +482,9 @@ fresh:;
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	huge_region_init(r, p, len, size);
+	huge_region_init(r, p, len);
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
 	if (!pcpm_map_set(p, len, r)) { /* out of memory for the radix map */
 		pcpm_map_set(p, len, NULL);
 		pcpm_os_unmap(p, len);
@@ -540,7 +511,9 @@ static void *huge_alloc_nested(size_t size, size_t align)
 		pcpm_os_unmap(p, len);
 		return NULL;
 	}
-	huge_region_init(r, p, len, size);
+	huge_region_init(r, p, len);
+	if (pcpm_secure)
+		huge_secure_arm(r, size);
 	if (!pcpm_map_set_try(p, len, r)) {
 		pcpm_os_unmap(p, len);
 		return NULL; /* the region struct is lost (64 bytes; freeing it needs meta_lock) */
@@ -561,7 +534,7 @@ static void huge_unmap(struct region *r)
 }
 
 /*
- * Puts the free mapping r into the cache, huge_lock held.  Outside secure mode a cached
+ * Puts the free mapping r into the cache, huge_lock held.  A cached
  * neighbour whose range touches r's (the other half of an earlier split, or the next
  * mapping) is merged into r first, as the buddy allocator merges a freed block with its
  * buddy, so pieces split off for smaller requests grow back into one mapping that a larger
@@ -573,7 +546,7 @@ static void huge_unmap(struct region *r)
 static struct region *__huge_cache_put(struct region *r, struct region **absorbed)
 {
 	struct region *unmap = NULL;
-	for (int i = 0; i < HUGE_CACHE_SLOTS && !pcpm_secure; i++) {
+	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		struct region *c = huge_cache[i];
 		if (!c || r->len + c->len > HUGE_CACHE_BYTES)
 			continue;
@@ -643,11 +616,225 @@ static void huge_cache_put_done(struct region *unmap, struct region *absorbed)
 	}
 }
 
+/*
+ * Secure mode: a freed mapping's pages are not left where the program's pointers point.
+ * huge_quarantine moves them (mremap: page tables, no copy, no fault) to a fresh 4 MiB
+ * aligned address no pointer knows, where they are cached as in the default mode (split,
+ * merged, gathered), and leaves the old range reserved PROT_NONE and empty: a use after free
+ * faults as on an unmapped range, and a second free of the address finds a region struct in
+ * the cached state (double free).  Two system calls whatever the size, where mprotect of
+ * the whole mapping (PROT_NONE at free, read/write again at reuse) costs one page-table
+ * update per page each way.  The quarantined ranges (address space only: no pages, no
+ * commit charge) are kept in a FIFO of HUGE_QUAR_SLOTS within HUGE_QUAR_BYTES, the oldest
+ * unmapped first, and all of them when address space runs out (reclaim_address_space).
+ */
+#define HUGE_QUAR_SLOTS 32
+#define HUGE_QUAR_BYTES (1UL << 30)
+static struct region *huge_quar[HUGE_QUAR_SLOTS]; /* a ring, under huge_lock */
+static unsigned huge_quar_next;			  /* the oldest entry / the next slot */
+static size_t huge_quar_bytes;
+
+/* Unmaps a quarantined range and frees its struct (no lock held). */
+static void huge_quar_release(struct region *q)
+{
+	pcpm_map_set(huge_base(q), q->len, NULL);
+	pcpm_os_unmap(huge_base(q), q->len);
+	pcpm_region_free(q);
+}
+
+/* The quarantine's oldest entries while over its bounds (all of them when drain), on a
+ * deferred_next list; huge_lock held. */
+static struct region *__huge_quar_evict(bool drain)
+{
+	struct region *out = NULL;
+	for (unsigned k = 0; k < HUGE_QUAR_SLOTS; k++) {
+		unsigned i = (huge_quar_next + k) % HUGE_QUAR_SLOTS;
+		struct region *q = huge_quar[i];
+		if (!q)
+			continue;
+		if (!drain && huge_quar_bytes <= HUGE_QUAR_BYTES)
+			break;
+		huge_quar[i] = NULL;
+		huge_quar_bytes -= q->len;
+		q->deferred_next = out;
+		out = q;
+	}
+	return out;
+}
+
+static void huge_quar_release_list(struct region *q)
+{
+	while (q) {
+		struct region *next = q->deferred_next;
+		huge_quar_release(q);
+		q = next;
+	}
+}
+
+/* Empties the quarantine; true when it held a range. */
+static bool huge_quar_drain(void)
+{
+	pcpm_lock(&huge_lock);
+	struct region *q = __huge_quar_evict(true);
+	pcpm_unlock(&huge_lock);
+	huge_quar_release_list(q);
+	return q != NULL;
+}
+
+/* Puts the reserved range described by q (base, len) into the quarantine; the oldest
+ * ranges go when it is over its bounds.  A free of its address reports a double free. */
+static void huge_quar_add(struct region *q)
+{
+	q->dirty = 0;
+	q->req = 0;
+	q->deferred_next = NULL;
+	q->next_free = (struct region *)HUGE_CACHED; /* free(old) again: a double free */
+	(void)pcpm_map_set(huge_base(q), q->len, q); /* the leaves exist (the mapping's) */
+	pcpm_lock(&huge_lock);
+	struct region *v = huge_quar[huge_quar_next];
+	if (v) {
+		huge_quar_bytes -= v->len;
+		v->deferred_next = NULL;
+	}
+	huge_quar[huge_quar_next] = q;
+	huge_quar_next = (huge_quar_next + 1) % HUGE_QUAR_SLOTS;
+	huge_quar_bytes += q->len;
+	struct region *more = __huge_quar_evict(false);
+	pcpm_unlock(&huge_lock);
+	if (v)
+		huge_quar_release(v);
+	huge_quar_release_list(more);
+}
+
+static bool __huge_quarantine(struct region *r);
+/* Moves the freed mapping r's pages away (r then describes them at their new address, ready
+ * for the cache) and quarantines its old range.  Cached neighbours that touch r's range (the
+ * other half of an earlier split) move with it in the same mremap and come out merged with
+ * it, as __huge_cache_put merges in the default mode; their old ranges (never a freed
+ * block's: every freed mapping moved) are unmapped.  False when the pages could not move (r
+ * unchanged: the caller drops them, huge_discard).  errno is kept. */
+static bool huge_quarantine(struct region *r)
+{
+	int e = errno; /* free() keeps errno */
+	bool ok = __huge_quarantine(r);
+	errno = e;
+	return ok;
+}
+
+static bool __huge_quarantine(struct region *r)
+{
+	char *old = huge_base(r);
+	size_t len = r->len;
+	struct region *q = pcpm_region_new();
+	if (!q)
+		return false;
+	struct region *below = NULL, *above = NULL;
+	bool alone = false;
+again:
+	if (!alone) {
+		pcpm_lock(&huge_lock);
+		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+			struct region *c = huge_cache[i];
+			size_t have = len + (below ? below->len : 0) + (above ? above->len : 0);
+			if (!c || have + c->len > HUGE_CACHE_BYTES)
+				continue;
+			bool b = !below && huge_base(c) + c->len == old;
+			if (!b && (above || old + len != huge_base(c)))
+				continue;
+			huge_cache[i] = NULL;
+			if (c->dirty)
+				huge_cached_bytes -= c->len;
+			/* stays HUGE_CACHED meanwhile: a double free of it is still reported */
+			if (b)
+				below = c;
+			else
+				above = c;
+		}
+		pcpm_unlock(&huge_lock);
+	}
+	char *from = below ? huge_base(below) : old;
+	size_t lo = (size_t)(old - from), hi = above ? above->len : 0, total = lo + len + hi;
+	char *dst = pcpm_os_reserve(total, HUGE_ALIGN);
+	if (!dst || !pcpm_map_reserve(dst, total))
+		goto fail;
+	/* the live block's guard goes: the cache hands out plain read/write mappings */
+	pcpm_os_guard_remove(old + len - PAGE_SIZE, PAGE_SIZE);
+	/* granules cleared before the range may become free (as huge_unmap does) */
+	pcpm_map_set(from, total, NULL);
+	int moved = pcpm_os_move_away(from, total, dst);
+	if (moved < 0) { /* the leaves exist: none of these can fail */
+		(void)pcpm_map_set(old, len, r);
+		if (below)
+			(void)pcpm_map_set(from, lo, below);
+		if (above)
+			(void)pcpm_map_set(old + len, hi, above);
+		pcpm_os_guard_install(old + len - PAGE_SIZE, PAGE_SIZE);
+		goto fail;
+	}
+	if (moved && lo) /* the neighbours' old ranges: plain free address space */
+		pcpm_os_unmap(from, lo);
+	if (moved && hi)
+		pcpm_os_unmap(old + len, hi);
+	for (int k = 0; k < 2; k++) {
+		struct region *c = k ? above : below;
+		if (!c)
+			continue;
+		r->dirty |= c->dirty;
+		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+		pcpm_region_free(c);
+	}
+	huge_set_base(r, dst);
+	r->len = total;
+	(void)pcpm_map_set(dst, total, r); /* reserved above: cannot fail */
+	if (!moved) { /* the old range is free address space again */
+		pcpm_region_free(q);
+		return true;
+	}
+	q->kind = REGION_HUGE;
+	huge_set_base(q, old);
+	q->len = len;
+	huge_quar_add(q);
+	return true;
+fail:
+	if (dst)
+		pcpm_os_unmap(dst, total);
+	if (below || above) { /* back to the cache; then r alone (one VMA more likely) */
+		if (above)
+			above->deferred_next = NULL;
+		if (below)
+			below->deferred_next = above;
+		huge_cache_put_list(below ? below : above);
+		below = above = NULL;
+		alone = true;
+		goto again;
+	}
+	pcpm_region_free(q);
+	return false;
+}
+
+/* Secure mode, a mapping that is not cached (too large, or its pages could not move): its
+ * pages go, its range stays reserved PROT_NONE in the quarantine (MAP_FIXED replaces the
+ * mapping in one call); unmapped when even that fails. */
+static void huge_discard(struct region *r)
+{
+	if (!pcpm_os_reserve_over(huge_base(r), r->len)) {
+		huge_unmap(r);
+		return;
+	}
+	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	huge_quar_add(r);
+}
+
 static void huge_free(struct region *r)
 {
-	/* secure mode: a cached mapping is PROT_NONE, so a use after free faults as it would
-	 * on an unmapped one, while its pages stay resident for the next huge_alloc */
-	if (r->len > HUGE_CACHE_MAX || (pcpm_secure && !pcpm_os_guard(huge_base(r), r->len))) {
+	if (pcpm_secure) {
+		/* (a quarantined mapping may come out larger: merged with its neighbours) */
+		if (r->len > HUGE_CACHE_MAX || !huge_quarantine(r)) {
+			huge_discard(r);
+			return;
+		}
+	} else if (r->len > HUGE_CACHE_MAX) {
 		huge_unmap(r);
 		return;
 	}
@@ -697,6 +884,7 @@ static bool reclaim_address_space(void)
 	pcp_drain_all();
 	huge_drain_deferred();
 	bool got = huge_cache_drain();
+	got |= huge_quar_drain();
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++)
 		got |= zone_shrink_arenas(&pcpm_zones[n]) > 0;
@@ -1327,7 +1515,12 @@ static PCPM_NOINLINE void *aligned_alloc_slow(size_t align, size_t size)
 static inline __attribute__((always_inline)) void *aligned_alloc_pow2(size_t align, size_t size)
 {
 	void *p = aligned_alloc_fast(align, size);
-	return likely(p) ? p : aligned_alloc_slow(align, size);
+	if (likely(p))
+		return p;
+	/* secure mode: its own stacks, as pcpm_malloc_slow does */
+	if (unlikely(pcpm_secure) && (p = secure_aligned_small(align, size)))
+		return p;
+	return aligned_alloc_slow(align, size);
 }
 
 static void *__aligned_alloc_pow2(size_t align, size_t size)

@@ -179,6 +179,40 @@ bool pcpm_os_guard_remove(void *p, size_t len)
 	return ok;
 }
 
+bool pcpm_os_reserve_over(void *p, size_t len)
+{
+	if (FAULT(ENOMEM))
+		return false;
+	int e = errno;
+	bool ok = mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+		       -1, 0) != MAP_FAILED;
+	errno = e;
+	return ok;
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+int pcpm_os_move_away(void *old, size_t len, void *dst)
+{
+	if (FAULT(ENOMEM))
+		return -1;
+	void *p = mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
+	if (p != MAP_FAILED) {
+		/* old is still mapped, empty: swap it for a reservation in one call (MAP_FIXED
+		 * replaces; no window in which another mmap could take the range) */
+		if (pcpm_os_reserve_over(old, len))
+			return 1;
+		munmap(old, len); /* never leave it readable and writable */
+		return 0;
+	}
+	if (errno != EINVAL)
+		return -1;
+	if (mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
+		return -1;
+	return pcpm_os_reserve_at(old, len) ? 1 : 0;
+}
+
 bool pcpm_os_commit(void *p, size_t len)
 {
 	if (FAULT(ENOMEM))

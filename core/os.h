@@ -110,6 +110,21 @@ bool pcpm_os_guard(void *p, size_t len);
  * is used for the whole process.  False on failure.  Thread-safe. */
 bool pcpm_os_guard_install(void *p, size_t len);
 bool pcpm_os_guard_remove(void *p, size_t len);
+/* Replaces whatever is mapped at [p, p+len) (page aligned) by an empty PROT_NONE reservation
+ * in one call (MAP_FIXED: no moment in which another mmap could take the range); the pages
+ * that were there are freed.  False on failure (ENOMEM; errno preserved). */
+bool pcpm_os_reserve_over(void *p, size_t len);
+/*
+ * Moves the pages of the read/write mapping [old, old+len) onto the reservation dst (len
+ * bytes, page aligned; mremap moves page tables, so the pages stay resident, no copy, no
+ * fault) and leaves [old, old+len) reserved PROT_NONE and empty, so that any access there
+ * faults (SIGSEGV) while the pages live on at dst: the secure mode's huge cache.  mremap's
+ * MREMAP_DONTUNMAP (Linux 5.13 for private anonymous memory) keeps old mapped between the
+ * two calls; older kernels get a plain move and a MAP_FIXED_NOREPLACE reservation.
+ * Returns 1 moved and old reserved, 0 moved but old left unmapped (the reservation failed),
+ * -1 nothing moved (errno set).  Thread-safe.
+ */
+int pcpm_os_move_away(void *old, size_t len, void *dst);
 
 #ifdef PCPM_FAULT_INJECT
 /* Test builds only (os.c): make the Nth and following VM calls fail. */

@@ -19,9 +19,10 @@
  *  - large blocks of 64 KiB and more and huge mappings end in a guard page (the bytes
  *    between the end of the request and the guard carry the canary; pcpm_os_guard_install:
  *    MADV_GUARD_INSTALL, or PROT_NONE), realloc resizes large blocks in place and moves the
- *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes),
- *    freed huge mappings are cached PROT_NONE; the page descriptor array and the metadata
- *    chunks get PROT_NONE guard pages too.
+ *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes);
+ *    a freed huge mapping's pages move (mremap) to an address no pointer knows and are
+ *    cached there, its old range stays reserved PROT_NONE (huge_quarantine in malloc.c);
+ *    the page descriptor array and the metadata chunks get PROT_NONE guard pages too.
  * Thread-safety: the functions only touch the block they are given.  Messages: one line,
  * then abort() (pcpm_fatal).
  */
@@ -203,6 +204,30 @@ static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p
 	__secure_free_small(p, pcpm_class_size[cls], "free");
 	tcache_bin_push(tc, b, p);
 	return true;
+}
+
+/* The aligned counterpart of secure_malloc_small (memalign, posix_memalign, aligned_alloc):
+ * align a power of two up to a page, size up to SLAB_MAX_SIZE - SECURE_TRAILER; the first
+ * class of at least size + 8 bytes whose objects are multiples of align (slabs are page
+ * aligned: every object is aligned), from the thread's own stack.  NULL when that stack is
+ * empty, a signal handler runs or the request is larger (then the slow path). */
+static inline __attribute__((always_inline)) void *secure_aligned_small(size_t align, size_t size)
+{
+	if (unlikely(size > SLAB_MAX_SIZE - SECURE_TRAILER || align > PAGE_SIZE))
+		return NULL;
+	size_t need = size + SECURE_TRAILER > align ? size + SECURE_TRAILER : align;
+	for (unsigned cls = size_to_class(need); cls < NR_SIZE_CLASSES; cls++) {
+		if (pcpm_class_size[cls] & (align - 1))
+			continue;
+		struct tcache *tc = &pcpm_tc;
+		struct tcache_bin *b = &tc->sbins[cls];
+		if (unlikely(!b->head || pcpm_nested()))
+			return NULL;
+		void *p = tcache_bin_pop(tc, b);
+		unsigned sample = (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE;
+		return __secure_arm_small(p, pcpm_class_size[cls], size, sample, "memalign");
+	}
+	return NULL;
 }
 
 /* Out-of-line forms of the above, for the less frequent paths (slow path, memalign, signal

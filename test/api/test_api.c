@@ -930,7 +930,8 @@ static void test_huge_cache_grow(void)
 		printf("  huge cache: not running on pcpmalloc, skipped (debug mode)\n");
 		return;
 	}
-	/* test_api_secure too: secure mode caches mappings PROT_NONE and opens them again */
+	/* test_api_secure too: secure mode moves a freed mapping's pages away (its old range
+	 * stays PROT_NONE) and caches them there */
 	const size_t small = tu_opaque(6u << 20), big = tu_opaque(20u << 20);
 	for (int use_calloc = 0; use_calloc < 2; use_calloc++) {
 		malloc_trim(0); /* empties the cache: ours is the only entry below */
@@ -953,6 +954,75 @@ static void test_huge_cache_grow(void)
 	}
 }
 
+/* Lines of /proc/self/maps (mappings), VmSize (bytes of address space); -1 when unreadable. */
+static long maps_count(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	long n = 0;
+	for (int c; (c = fgetc(f)) != EOF;)
+		n += c == '\n';
+	fclose(f);
+	return n;
+}
+
+static long long vm_size_bytes(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return -1;
+	char line[256];
+	long long kb = -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb << 10;
+}
+
+/* Secure mode: every freed huge mapping leaves its old range reserved PROT_NONE (the faults
+ * themselves are test_harden's cases), but the quarantine keeps only the last 32 of them
+ * within 1 GiB: after 200 frees of 6-15 MiB mappings (each freed range quarantined, the
+ * pages moved and cached), the process has at most about that many more mappings and that
+ * much more address space (here 42 mappings and 417 MiB more; an unbounded quarantine: 210
+ * mappings more). */
+static void test_huge_quarantine_bounded(void)
+{
+	const char *sec = getenv("PCPMALLOC_SECURE");
+	if (!(sec && *sec == '1')) {
+		printf("  huge quarantine: secure mode only, skipped\n");
+		return;
+	}
+	malloc_trim(0);
+	long m0 = maps_count();
+	long long v0 = vm_size_bytes();
+	for (int i = 0; i < 200; i++) {
+		size_t n = tu_opaque((size_t)(6 + i % 10) << 20);
+		unsigned char *p = malloc(n);
+		CHECK(p != NULL);
+		p[0] = (unsigned char)i;
+		p[n - 1] = (unsigned char)i;
+		CHECK(p[0] == (unsigned char)i);
+		free(p);
+	}
+	long m1 = maps_count();
+	long long v1 = vm_size_bytes();
+	if (m0 < 0 || v0 < 0 || m1 < 0 || v1 < 0) {
+		printf("  huge quarantine: /proc not readable, bounds not checked\n");
+		return;
+	}
+	/* 32 quarantined ranges + 16 cached mappings (a gathered one may be two VMAs or more),
+	 * and slack for the rest of the process */
+	CHECKF(m1 - m0 <= 32 + 2 * 16 + 16,
+	       "200 huge frees: %ld mappings more (quarantine unbounded?)", m1 - m0);
+	/* 1 GiB of quarantine + the cache's 256 MiB + slack */
+	CHECKF(v1 - v0 <= (1LL << 30) + (256LL << 20) + (64LL << 20),
+	       "200 huge frees: %lld MiB more address space (quarantine unbounded?)",
+	       (v1 - v0) >> 20);
+	malloc_trim(0);
+}
+
 /* Mappings no request fits alone are gathered into one block with mremap: a cache hit whose
  * pages are the freed ones (moved, not fresh: they still hold the old bytes), every byte
  * usable, calloc's bytes zero, and realloc of such a block (several VMAs, which mremap
@@ -963,10 +1033,11 @@ static void test_huge_cache_gather(void)
 		printf("  huge cache gather: not running on pcpmalloc, skipped (debug mode)\n");
 		return;
 	}
-	/* secure mode caches mappings PROT_NONE and never gathers; memcheck mode quarantines
-	 * freed blocks: both only check the blocks */
+	/* secure mode gathers too, but the last page of each freed mapping was its guard page
+	 * (it reads as zero after the move): the hit is checked, not the bytes; memcheck mode
+	 * quarantines freed blocks: it only checks the blocks */
 	const char *sec = getenv("PCPMALLOC_SECURE"), *vg = getenv("PCPMALLOC_VALGRIND");
-	bool plain = !(sec && *sec == '1') && !(vg && *vg == '1');
+	bool cached = !(vg && *vg == '1'), plain = cached && !(sec && *sec == '1');
 	const size_t piece = tu_opaque(12u << 20), big = tu_opaque(20u << 20);
 	for (int use_calloc = 0; use_calloc < 2; use_calloc++) {
 		malloc_trim(0); /* empties the cache: a and c below are its only entries */
@@ -981,10 +1052,11 @@ static void test_huge_cache_gather(void)
 		unsigned char *q = use_calloc ? calloc(1, big) : malloc(big);
 		CHECK(q != NULL);
 		CHECK(malloc_usable_size(q) >= big);
-		if (plain) {
+		if (cached)
 			CHECKF(tu_pcp.stat("huge_cache_hits") == h0 + 1,
 			       "%s(%zu) with two freed %zu-byte mappings cached: no cache hit",
 			       use_calloc ? "calloc" : "malloc", big, piece);
+		if (plain) {
 			if (!use_calloc)
 				for (size_t i = 0; i < big; i += 4096)
 					CHECKF(q[i] == 0x11 || q[i] == 0x44,
@@ -1217,6 +1289,7 @@ int main(void)
 		{"huge cache grows a cached mapping", test_huge_cache_grow},
 		{"glibc's __libc_* entry points", test_libc_entry_points},
 		{"huge cache gathers freed mappings", test_huge_cache_gather},
+		{"huge quarantine is bounded (secure mode)", test_huge_quarantine_bounded},
 		{"paged slab classes (16-32 KiB)", test_paged_classes},
 	};
 	const char *only = getenv("PCPMALLOC_TEST_ONLY");

@@ -405,6 +405,22 @@ static void uaf_huge(void)
 	((volatile char *)tu_opaque_ptr(p))[4096] = 'W'; /* the bug */
 }
 
+/* Use after free: the freed 8 MB mapping's pages are handed out again (cache hit) to the
+ * next 8 MB request, then the dangling pointer writes.  Default mode: the cache reuses the
+ * mapping in place, so the write lands in the new block, silently.  Secure mode: the pages
+ * moved to another address when freed; the old range stays reserved PROT_NONE. */
+static void uaf_huge_reused(void)
+{
+	char *p = malloc(8 * TU_MIB);
+	memset(p, 1, 8 * TU_MIB);
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+	char *q = malloc(8 * TU_MIB);
+	memset(q, 2, 8 * TU_MIB);
+	((volatile char *)tu_opaque_ptr(p))[4096] = 'W'; /* the bug */
+	free(q);
+}
+
 /* A corrupted link that is aligned (a heap overflow that wrote a plausible pointer): the
  * key makes it decode to garbage, never to the written address. */
 static void fake_link(void)
@@ -484,6 +500,8 @@ int main(int argc, char **argv)
 	expect("use after free: write to a freed block's body", uaf_body, sec,
 	       "pcpmalloc: malloc(): write after free in 0x");
 	expect("use after free: write to a freed huge mapping", uaf_huge, secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("use after free: write to a freed huge mapping whose pages were reused",
+	       uaf_huge_reused, secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("forged free-list link (aligned address)", fake_link, NOT_FORGED,
 	       "pcpmalloc: malloc(): corrupted free list at 0x");
 
