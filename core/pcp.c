@@ -338,8 +338,12 @@ static inline void maybe_periodic(struct zone *z, struct per_cpu_pages *pcp)
  * exhausted. */
 static struct page *rmqueue(struct zone *z, unsigned cpu, unsigned order)
 {
-	if (order > PAGE_ALLOC_COSTLY_ORDER)
+	if (order > PAGE_ALLOC_COSTLY_ORDER) {
+		/* counted with the pcp refills: a heap of large page runs, or of the paged
+		 * classes' order-4/5 slabs, is worth the topology discovery too */
+		pcpm_topology_note_refill(z->managed_pages);
 		return zone_alloc_pages(z, order);
+	}
 	struct per_cpu_pages *pcp = zone_pcp(z, cpu);
 	if (unlikely(!pcpm_trylock(&pcp->lock))) {
 		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);

@@ -208,6 +208,13 @@ if st and st["topology"] != "hwloc":
     fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
 elif st:
     print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills, then unloaded)" % st["refills"])
+# ... and so does one whose heap is 20 KiB blocks (a paged slab class: order-5 slabs taken
+# from the zone, never through a pcp refill; the zone's allocations count too).
+st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "busy-paged")
+if st and st["topology"] != "hwloc":
+    fail("lazy, busy process of 20 KiB blocks: topology %s" % st["topology"])
+elif st:
+    print("ok: lazy discovery of a heap of 20 KiB blocks (slabs from the zone)")
 
 # Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Run synchronously in
 # the malloc caller, this hangs (the timeout fails it); on the helper thread, the helper is

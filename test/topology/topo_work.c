@@ -4,6 +4,7 @@
  * the other's, then trims: on a fake machine with CPU 0 on node 0 and CPU 1 on node 1 every
  * zone must get back all of its own pages.  Exit 77 when CPU 1 is not available.
  * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock).
+ * "busy-paged" does the same with 20 KiB blocks (a paged class: slabs from the zone).
  * "busy" then waits for the discovery to finish and exits 3 when libhwloc is still mapped
  * (the library is unloaded once the sizes are known). */
 #define _GNU_SOURCE
@@ -178,7 +179,10 @@ int main(int argc, char **argv)
 		return numa();
 	if (argc > 2 && strcmp(argv[1], "dlopen-lock") == 0)
 		return dlopen_lock(argv[2]);
-	int busy = argc > 1 && strcmp(argv[1], "busy") == 0;
+	int busy = argc > 1 && strncmp(argv[1], "busy", 4) == 0;
+	/* "busy-paged": 20 KiB blocks, a paged slab class whose order-5 slabs come from the
+	 * zone, not through a pcp (20 MiB per round) */
+	size_t block = argc > 1 && strcmp(argv[1], "busy-paged") == 0 ? 20480 : 32768;
 	void *keep[64] = { 0 };
 	if (!busy) {
 		for (int i = 0; i < 64; i++)
@@ -194,7 +198,7 @@ int main(int argc, char **argv)
 	for (long round = 0;; round++) {
 		/* 32 MiB in 32 KiB page runs (order 3: 7 blocks per refill), held, then freed */
 		for (int i = 0; i < 1024; i++) {
-			big[i] = malloc(32768);
+			big[i] = malloc(block);
 			if (!big[i])
 				return 1;
 			memset(big[i], (int)(round + i), 64);
