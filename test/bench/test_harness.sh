@@ -50,6 +50,14 @@ run m2 -n 1 -a foo=/nonexistent.so -- true
 [ "$(rc m2)" = 2 ] || fail "no allocator left: exit $(rc m2), want 2"
 has m2.err "no allocator left" "no allocator left" && ok "no allocator left"
 
+# ... and a malformed or unknown PCPMALLOC_* setting of a column: the library's warning is
+# shown (once per allocator), not swallowed with the command's stderr
+run w -n 2 -a glibc -a 'pcpmalloc:PCPMALLOC_BATCH=abc' -a 'pcpmalloc:PCPMALLOC_BTCH=3' -- true
+[ "$(rc w)" = 0 ] || fail "bad setting: exit $(rc w), want 0"
+has w.err "pcpmalloc:PCPMALLOC_BATCH=abc: pcpmalloc: ignoring PCPMALLOC_BATCH=abc" "malformed setting warned" &&
+	has w.err "pcpmalloc:PCPMALLOC_BTCH=3: pcpmalloc: ignoring PCPMALLOC_BTCH" "unknown setting warned" &&
+	[ "$(grep -c 'ignoring PCPMALLOC_BATCH=abc' "$tmp/w.err")" = 1 ] && ok "bad settings warned once"
+
 # 3. --check: same output passes, different output fails
 run c1 -n 2 --check -a glibc -a pcpmalloc -- echo same
 [ "$(rc c1)" = 0 ] || fail "--check with equal outputs: exit $(rc c1)"
