@@ -24,6 +24,18 @@ expect() { # MODE PATTERN WHAT
 	grep -Eq -- "$2" "$tmp/$1.log" || fail "$1: memcheck did not report $3 (no /$2/)"
 }
 
+# clean_with NAME VAR=VALUE: the clean program under memcheck with one setting more must exit 0
+# with zero errors (memcheck's log in $tmp/NAME.log, stderr in $tmp/NAME.err)
+clean_with() {
+	local rc=0
+	env "$2" LD_PRELOAD="$lib" valgrind --tool=memcheck \
+		--soname-synonyms=somalloc=nouserintercepts --error-exitcode=99 \
+		--log-file="$tmp/$1.log" "$target" clean >"$tmp/$1.out" 2>"$tmp/$1.err" || rc=$?
+	echo "== clean, $2: exit $rc"
+	[ $rc -eq 0 ] || fail "clean with $2: exit $rc (99 = memcheck found errors)"
+	expect "$1" 'ERROR SUMMARY: 0 errors' "zero errors with $2"
+}
+
 # The clean program: pcpmalloc ran, memcheck mode was on, zero errors.
 rc=0
 run clean || rc=$?
@@ -35,23 +47,11 @@ grep -q 'definitely lost' "$tmp/clean.log" && fail "clean: a leak reported"
 
 # The mode forced (PCPMALLOC_VALGRIND=1) under memcheck: no false report either (realloc
 # copied the whole slot, the bytes past the block included: 2200 invalid reads).
-rc=0
-PCPMALLOC_VALGRIND=1 LD_PRELOAD=$lib valgrind --tool=memcheck \
-	--soname-synonyms=somalloc=nouserintercepts --error-exitcode=99 \
-	--log-file="$tmp/forced.log" "$target" clean >"$tmp/forced.out" 2>"$tmp/forced.err" || rc=$?
-echo "== clean, PCPMALLOC_VALGRIND=1: exit $rc"
-[ $rc -eq 0 ] || fail "clean with PCPMALLOC_VALGRIND=1: exit $rc (99 = memcheck found errors)"
-expect forced 'ERROR SUMMARY: 0 errors' "zero errors with PCPMALLOC_VALGRIND=1"
+clean_with forced PCPMALLOC_VALGRIND=1
 
 # Secure mode asked for as well: memcheck mode wins (one warning), no false report (secure
 # mode's canaries and junk were written into no-access bytes: invalid writes).
-rc=0
-PCPMALLOC_SECURE=1 LD_PRELOAD=$lib valgrind --tool=memcheck \
-	--soname-synonyms=somalloc=nouserintercepts --error-exitcode=99 \
-	--log-file="$tmp/secure.log" "$target" clean >"$tmp/secure.out" 2>"$tmp/secure.err" || rc=$?
-echo "== clean, PCPMALLOC_SECURE=1: exit $rc"
-[ $rc -eq 0 ] || fail "clean with PCPMALLOC_SECURE=1: exit $rc (99 = memcheck found errors)"
-expect secure 'ERROR SUMMARY: 0 errors' "zero errors with PCPMALLOC_SECURE=1"
+clean_with secure PCPMALLOC_SECURE=1
 grep -q 'PCPMALLOC_SECURE=1 ignored' "$tmp/secure.err" || fail "secure: no warning that secure mode is off"
 
 # Planted leaks (a slab object, a page run, a huge mapping): definitely lost, allocated in
