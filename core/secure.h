@@ -183,16 +183,23 @@ static inline __attribute__((always_inline)) void __secure_free_small(void *p, s
  * handler runs.  The full junk check comes on one pop in SECURE_JUNK_SAMPLE (per thread:
  * the cache's malloc counter).
  */
-static inline __attribute__((always_inline)) void *secure_malloc_small(size_t n)
+/* Pops an object of class cls from the thread's secure stack and arms it as a block of n
+ * bytes; NULL when the stack is empty or a signal handler runs. */
+static inline __attribute__((always_inline)) void *__secure_pop_small(unsigned cls, size_t n,
+								       const char *call)
 {
 	struct tcache *tc = &pcpm_tc;
-	unsigned cls = size_to_class(n + SECURE_TRAILER);
 	struct tcache_bin *b = &tc->sbins[cls];
 	if (unlikely(!b->head || pcpm_nested()))
 		return NULL;
 	void *p = tcache_bin_pop(tc, b);
 	return __secure_arm_small(p, pcpm_class_size[cls], n,
-				  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, "malloc");
+				  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, call);
+}
+
+static inline __attribute__((always_inline)) void *secure_malloc_small(size_t n)
+{
+	return __secure_pop_small(size_to_class(n + SECURE_TRAILER), n, "malloc");
 }
 
 static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p, unsigned cls)
@@ -217,15 +224,8 @@ static inline __attribute__((always_inline)) void *secure_aligned_small(size_t a
 		return NULL;
 	size_t need = size + SECURE_TRAILER > align ? size + SECURE_TRAILER : align;
 	for (unsigned cls = size_to_class(need); cls < NR_SIZE_CLASSES; cls++) {
-		if (pcpm_class_size[cls] & (align - 1))
-			continue;
-		struct tcache *tc = &pcpm_tc;
-		struct tcache_bin *b = &tc->sbins[cls];
-		if (unlikely(!b->head || pcpm_nested()))
-			return NULL;
-		void *p = tcache_bin_pop(tc, b);
-		unsigned sample = (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE;
-		return __secure_arm_small(p, pcpm_class_size[cls], size, sample, "memalign");
+		if (!(pcpm_class_size[cls] & (align - 1)))
+			return __secure_pop_small(cls, size, "memalign");
 	}
 	return NULL;
 }

@@ -5,8 +5,9 @@
  * eight classes per power of two up to 16 KiB, so above 128 B a request wastes at most 1/8
  * of its object; then the paged classes (20, 24, 28 KiB, below).  A slab is 2^order pages
  * (order 0..3, the kernel's calculate_order; up to 4 above 8 KiB and 5 for the paged classes,
- * see paged_order) from the pcp or, above order 3, the zone, cut into equal objects on demand (bump carving, so untouched objects cost no RSS),
- * with a SLUB freelist threaded through free objects.  Partial slabs sit on the cache's
+ * see paged_order) from the pcp or, above order 3, the zone, cut into equal objects on
+ * demand (bump carving, so untouched objects cost no RSS), with a SLUB freelist threaded
+ * through free objects.  Partial slabs sit on the cache's
  * partial list; a slab that becomes empty goes back to the pcp once min_partial slabs are
  * kept.  Objects move between a cache and the thread caches in batches (one lock hold).
  * Lock: kmem_cache.lock (the node list_lock), taken before any pcp/zone lock is ever needed

@@ -954,7 +954,7 @@ static void test_huge_cache_grow(void)
 	}
 }
 
-/* Lines of /proc/self/maps (mappings), VmSize (bytes of address space); -1 when unreadable. */
+/* Lines of /proc/self/maps (mappings); -1 when unreadable. */
 static long maps_count(void)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
@@ -965,20 +965,6 @@ static long maps_count(void)
 		n += c == '\n';
 	fclose(f);
 	return n;
-}
-
-static long long vm_size_bytes(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	if (!f)
-		return -1;
-	char line[256];
-	long long kb = -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "VmSize: %lld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb < 0 ? -1 : kb << 10;
 }
 
 /* Secure mode: every freed huge mapping leaves its old range reserved PROT_NONE (the faults
@@ -996,7 +982,7 @@ static void test_huge_quarantine_bounded(void)
 	}
 	malloc_trim(0);
 	long m0 = maps_count();
-	long long v0 = vm_size_bytes();
+	long long v0 = tu_vm_bytes();
 	for (int i = 0; i < 200; i++) {
 		size_t n = tu_opaque((size_t)(6 + i % 10) << 20);
 		unsigned char *p = malloc(n);
@@ -1007,7 +993,7 @@ static void test_huge_quarantine_bounded(void)
 		free(p);
 	}
 	long m1 = maps_count();
-	long long v1 = vm_size_bytes();
+	long long v1 = tu_vm_bytes();
 	if (m0 < 0 || v0 < 0 || m1 < 0 || v1 < 0) {
 		printf("  huge quarantine: /proc not readable, bounds not checked\n");
 		return;

@@ -137,8 +137,9 @@ static inline double tu_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Resident set size from /proc/self/statm (second field, in pages); -1 on error. */
-static inline long long tu_rss_bytes(void)
+/* Field `field` of /proc/self/statm (0: program size = VmSize, 1: resident), in bytes; -1 on
+ * error. */
+static inline long long tu_statm_bytes(int field)
 {
 	char buf[256];
 	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -149,10 +150,22 @@ static inline long long tu_rss_bytes(void)
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
-	unsigned long long size = 0, resident = 0;
-	if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+	unsigned long long v[2];
+	if (sscanf(buf, "%llu %llu", &v[0], &v[1]) != 2)
 		return -1;
-	return (long long)resident * sysconf(_SC_PAGESIZE);
+	return (long long)v[field] * sysconf(_SC_PAGESIZE);
+}
+
+/* Resident set size (bytes); -1 on error. */
+static inline long long tu_rss_bytes(void)
+{
+	return tu_statm_bytes(1);
+}
+
+/* Address space mapped (VmSize, bytes); -1 on error. */
+static inline long long tu_vm_bytes(void)
+{
+	return tu_statm_bytes(0);
 }
 
 static void tu_watchdog_fired(int sig)
