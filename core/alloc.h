@@ -16,13 +16,14 @@
 #ifndef PCPM_ALLOC_H
 #define PCPM_ALLOC_H
 
-#include "tcache.h"
+#include "alloc_default.h"
 
-#define HUGE_THRESHOLD (4UL << 20) /* above one MAX_PAGE_ORDER block: own mapping */
-
+/*
+ * The entries below the inline fast paths (api.c): each makes the one choice of mode -
+ * default, secure (secure_mode.c) or memcheck (vgmode.c), decided once at start-up - and
+ * calls that front end.  The default mode's functions are in alloc_default.h.
+ */
 void *pcpm_malloc_slow(size_t n);
-void pcpm_free_slow(void *p, struct page *pg, const char *call);
-void pcpm_bad_pointer(const char *call, const void *p) __attribute__((noreturn, cold));
 
 static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 {
@@ -36,54 +37,36 @@ static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 
 /* Every free that is not a slab object in the first arena with room in the cache. */
 void pcpm_free_generic(void *p, const char *call);
+/* A validated slab object of class cls that the thread cache had no room for. */
+void pcpm_free_small_slow(void *p, unsigned cls);
+/* A validated slab object whose key word matched: double-free check, then freed. */
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call);
 
-/* A validated slab object p on page pg (any page of its slab) into the thread cache: the
- * double-free check when the key word matches, then the push.  Tail calls only. */
-static inline __attribute__((always_inline)) void pcpm_free_to_cache(void *p, struct page *pg,
-								    const char *call)
-{
-	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-		return pcpm_free_slab_checked(p, pg->slab_head, call);
-	if (likely(tcache_push(p, pg->cls)))
-		return;
-	return tcache_free_slow(p, pg->cls);
-}
-
-/* Frees the slab object p of the slab whose head descriptor is head: validation, then the
- * thread cache. */
-static inline __attribute__((always_inline)) void pcpm_free_slab(void *p, struct page *head,
-								const char *call)
-{
-	if (unlikely(slab_obj_index(head, p) < 0))
-		pcpm_bad_pointer(call, p);
-	return pcpm_free_to_cache(p, head, call);
-}
-
-/*
- * free() with the name of the API call for the abort message.  Only tail calls leave the
- * fast path, so it needs no stack frame; NULL fails the range check and is handled there.
- */
 static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const char *call)
 {
-	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
-	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
-		/* Reads one descriptor line, the object's page's own (every page of a slab
-		 * carries addr, reciprocal, cls and fast_lim, the objects carved so far): no
-		 * slab_head load, no second line for slabs of 2+ pages.  A page that is no
-		 * slab's has fast_lim 0: the slow path classifies the pointer. */
-		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		size_t soff = (size_t)((const char *)p - pg->addr);
-		size_t idx = (soff * pg->reciprocal) >> 32;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff))
-			return pcpm_free_to_cache(p, pg, call);
-	}
-	return pcpm_free_generic(p, call);
+	__pcpm_free_call(p, call, pcpm_free_small_slow, pcpm_free_slab_checked, pcpm_free_generic);
 }
 
 static inline __attribute__((always_inline)) void pcpm_free(void *p)
 {
 	pcpm_free_call(p, "free");
+}
+
+/*
+ * The aligned fast path, as pcpm_malloc's: align a power of two, up to a page, size up to
+ * SLAB_MAX_SIZE: the first class of at least max(size, align) bytes whose objects are
+ * multiples of align (then every object is aligned: slabs are page aligned) from the
+ * thread cache.  NULL when that stack is empty, and always in secure and memcheck mode
+ * (their caches have no fast stacks): the caller takes the slow path.
+ */
+static inline __attribute__((always_inline)) void *pcpm_aligned_fast(size_t align, size_t size)
+{
+	if (likely(size <= SLAB_MAX_SIZE && align <= PAGE_SIZE)) {
+		for (unsigned c = size_to_class(MAX(size, align)); c < NR_SIZE_CLASSES; c++)
+			if (!(pcpm_class_size[c] & (align - 1)))
+				return tcache_pop(c);
+	}
+	return NULL;
 }
 
 void *pcpm_calloc(size_t nmemb, size_t size);
@@ -101,14 +84,9 @@ size_t pcpm_usable_size(const void *p);
  * Returns 1 when memory went back to the OS. */
 int pcpm_trim(size_t pad);
 
-struct pcpm_mallinfo {
-	size_t arena, ordblks, hblks, hblkhd, uordblks, fordblks;
-};
-void pcpm_mallinfo(struct pcpm_mallinfo *mi);
+/* mallinfo: pcpm_mallinfo() (trim.c) in alloc_default.h. */
 
-/* Initialisation (idempotent) and fork handlers (pthread_atfork).  pcpm_init() is false
- * when memory for the allocator's own metadata cannot be mapped (the caller fails with
- * ENOMEM; a later call tries again). */
+/* Initialisation (idempotent; init.h) and fork handlers (pthread_atfork; fork.c). */
 bool pcpm_init(void);
 void pcpm_fork_prepare(void);
 void pcpm_fork_parent(void);

@@ -7,8 +7,8 @@
 #include "pcp.h"
 #include "config.h"
 #include "topology.h"
-#include "vmstat.h"
 #include "sizing.h"
+#include "nested.h"
 
 #include <sched.h>
 #include <stddef.h>
@@ -243,7 +243,7 @@ static void free_pcppages_bulk(struct zone *z, struct per_cpu_pages *pcp, int co
 	}
 	zone_unlock(z);
 	zone_balance_dirty(z);
-	pcpm_vmstat_kick();
+	zone_note_free();
 }
 
 /* Drains in chunks of batch pages, one zone-lock hold each ([new] mainline behaviour). */
@@ -294,9 +294,9 @@ static void expire_remote_pcp(struct zone *z, struct per_cpu_pages *pcp, unsigne
 	drain_chunked(z, pcp, MIN(pcp->count, pcp->batch), 0);
 }
 
-void (*pcpm_periodic_hook)(uint64_t now_ms) PCPM_HOT;
+int pcpm_pcp_periodic_due PCPM_HOT;
 
-void pcp_periodic(uint64_t now)
+void pcp_decay_all(uint64_t now)
 {
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++) {
@@ -314,22 +314,19 @@ void pcp_periodic(uint64_t now)
 			}
 			pcpm_unlock(&pcp->lock);
 		}
-		zone_maybe_purge(z, now);
 	}
-	pcpm_topology_tick(pcpm_zone.managed_pages);
-	if (pcpm_periodic_hook)
-		pcpm_periodic_hook(now);
 }
 
-/* Slow paths run the periodic work when this CPU's period has passed (lazy vmstat). */
+/* Slow paths decay this CPU's pcp when its period has passed and flag the periodic work
+ * for every other CPU and the layers' purges, which the API's slow path then runs from above
+ * (vmstat.c: the lazy vmstat_update). */
 static inline void maybe_periodic(struct zone *z, struct per_cpu_pages *pcp)
 {
 	uint64_t now = pcpm_now_ms();
 	if (unlikely(now - pcp->last_decay_ms >= (uint64_t)pcpm_cfg.decay_ms)) {
 		decay_pcp_high(z, pcp, now);
-		pcpm_unlock(&pcp->lock);
-		pcp_periodic(now);
-		return;
+		if (!__atomic_load_n(&pcpm_pcp_periodic_due, __ATOMIC_RELAXED))
+			__atomic_store_n(&pcpm_pcp_periodic_due, 1, __ATOMIC_RELAXED);
 	}
 	pcpm_unlock(&pcp->lock);
 }
@@ -385,8 +382,85 @@ static struct page *rmqueue(struct zone *z, unsigned cpu, unsigned order)
  * as the kernel falls back when a node's zone is below its watermark.  Every CPU starts on
  * node 0 (the only zone) and learns its node when the topology is discovered.
  */
+/*
+ * One zone per NUMA node, from the nodes the topology gave the CPUs (logical indexes
+ * 0..n-1).  The arenas of each zone are mbind'ed to its node only on the real machine with
+ * 2+ nodes: a fake machine's nodes do not exist here, and with one node there is nothing to
+ * choose.
+ */
+static void numa_from_topology(void)
+{
+	int nr = 1;
+	for (int i = 0; i < pcpm_nr_cpus; i++)
+		if (pcpm_cpu_cache(i)->node + 1 > nr)
+			nr = pcpm_cpu_cache(i)->node + 1;
+	if (nr == 1)
+		return; /* the zone and the CPUs' node 0 stay as they are: nothing to do */
+	if (nr > MAX_NUMNODES) {
+		if (pcpm_cfg.verbose)
+			pcpm_warn("topology: %d NUMA nodes, more than %d: one zone", nr, MAX_NUMNODES);
+		return;
+	}
+	size_t len = ALIGN_UP((size_t)(pcpm_nr_cpus + MAX_NUMNODES) * sizeof(int), PAGE_SIZE);
+	int *cpu_node = pcpm_os_map(len, PAGE_SIZE);
+	if (!cpu_node)
+		return;
+	int *os_node = cpu_node + pcpm_nr_cpus;
+	for (int n = 0; n < nr; n++)
+		os_node[n] = n;
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		const struct pcpm_cpu_cache *c = pcpm_cpu_cache(i);
+		cpu_node[i] = c->node >= 0 ? c->node : 0;
+		if (c->node >= 0 && c->node_os >= 0)
+			os_node[c->node] = c->node_os;
+	}
+	bool fake = pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic;
+	int bind = fake || pcpm_cfg.numa_bind == NUMA_BIND_OFF ? -1 : pcpm_cfg.numa_bind;
+	if (pcpm_numa_setup(nr, cpu_node, os_node, bind) != 0 && pcpm_cfg.verbose)
+		pcpm_warn("topology: cannot set up %d zones; keeping one", nr);
+	else if (pcpm_cfg.verbose)
+		pcpm_warn("topology: %d NUMA nodes, one zone each; arenas %s", nr,
+			  bind < 0 ? "not bound (fake machine or PCPMALLOC_NUMA_BIND=off)"
+				   : "mbind'ed to their node");
+	pcpm_os_unmap(cpu_node, len);
+}
+
+/* The topology generation whose sizes the pcps have; one puller at a time. */
+static _Atomic unsigned pulled_gen PCPM_HOT;
+static _Atomic int pulling PCPM_HOT;
+
+/* New sizes were published (topology discovery): pageset_update() for every pcp, then the
+ * NUMA zones.  Takes pcp and zone locks: never from a signal handler. */
+static PCPM_COLD void pull_topology(void)
+{
+	int z = 0;
+	if (pcpm_nested() || !atomic_compare_exchange_strong(&pulling, &z, 1))
+		return;
+	unsigned gen = atomic_load_explicit(&pcpm_topology_gen, memory_order_acquire);
+	pcpm_pcp_resize();
+	numa_from_topology();
+	if (pcpm_cfg.verbose) {
+		const struct per_cpu_pages *p = &pcpm_pcp[0];
+		pcpm_warn("pcp: sized from the topology: cpu 0: batch %d, high_min %d, high_max %d, "
+			  "free_high_batch %s",
+			  p->batch, p->high_min, p->high_max,
+			  (p->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
+	}
+	atomic_store_explicit(&pulled_gen, gen, memory_order_relaxed);
+	atomic_store_explicit(&pulling, 0, memory_order_release);
+}
+
+/* Pulls the topology's sizes when it published new ones: one relaxed load otherwise. */
+static inline void sync_topology(void)
+{
+	if (unlikely(atomic_load_explicit(&pcpm_topology_gen, memory_order_relaxed) !=
+		     atomic_load_explicit(&pulled_gen, memory_order_relaxed)))
+		pull_topology();
+}
+
 struct page *pcp_alloc(unsigned order)
 {
+	sync_topology();
 	unsigned cpu = pcp_cpu();
 	int nid = pcp_cpu_node(cpu);
 	struct page *pg = rmqueue(&pcpm_zones[nid], cpu, order);
@@ -520,6 +594,7 @@ void pcp_zone_stats(struct zone *z, uint64_t *refills, uint64_t *refill_pages, u
 
 void pcp_stats_add(struct pcpm_stats *s)
 {
+	sync_topology(); /* the sizes reported are those in force after a discovery */
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int i = 0; i < nr * pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = zone_pcp(&pcpm_zones[i / pcpm_nr_cpus],

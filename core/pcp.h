@@ -76,7 +76,7 @@ bool pcpm_pcp_init(void);
  * Brings up one zone per NUMA node: zones 1..nr_nodes-1 get their pcps (sized like node 0's),
  * each CPU slot its node (cpu_node[cpu], 0..nr_nodes-1), each zone its kernel node number
  * (os_node[node]) and mbind policy for its future arenas (bind: NUMA_BIND_*, or -1 for none).
- * Called by topology discovery with no allocator lock held; zones are never taken down, so a
+ * Called when the pcp layer pulls a new topology (pcp_alloc); zones are never taken down, so a
  * second call may only add nodes.  Returns 0, or -1 when nr_nodes exceeds MAX_NUMNODES or
  * metadata memory runs out (nothing changed then).
  */
@@ -88,8 +88,8 @@ static inline struct zone *zonelist_zone(int nid, int i, int nr)
 	return &pcpm_zones[(nid + i) % nr];
 }
 
-/* pageset_update() for every CPU: recompute the sizes from the topology (after discovery).
- * Takes each pcp lock in turn; call with no allocator lock held. */
+/* pageset_update() for every CPU: recompute the sizes from the topology (pulled by
+ * pcp_alloc when topology published a new generation).  Takes each pcp lock in turn. */
 void pcpm_pcp_resize(void);
 
 /* Is the CPU read from glibc's rseq area (else sched_getcpu or the thread-id hash)? */
@@ -109,10 +109,12 @@ void pcp_free(struct page *pg, unsigned order);
 /* drain_all_pages(): empty every pcp into the zone (malloc_trim, allocation failure). */
 void pcp_drain_all(void);
 
-/* Periodic work (decay_pcp_high on every pcp whose period passed, remote-pcp expiry, zone
- * purge, and the hook the layer above registers: the huge-mapping cache's decay). */
-void pcp_periodic(uint64_t now_ms);
-extern void (*pcpm_periodic_hook)(uint64_t now_ms);
+/* decay_pcp_high on every pcp whose period passed, and remote-pcp expiry (trylocks: a pcp
+ * in use is done next time).  Called by the periodic work (vmstat.c). */
+void pcp_decay_all(uint64_t now_ms);
+/* Set (relaxed) by a refill that found its CPU's decay period passed: the periodic work is
+ * due.  Read and cleared by vmstat.c, which runs it from above. */
+extern int pcpm_pcp_periodic_due PCPM_HIDDEN;
 
 void pcp_stats_add(struct pcpm_stats *s);
 /* Sums of one zone's pcps (refills from it, pages parked on them). */

@@ -1,5 +1,6 @@
 /*
- * secure.c - the checks of PCPMALLOC_SECURE=1 (see secure.h).  The canary idea is that of
+ * secure.c - the checks of PCPMALLOC_SECURE=1 (see secure.h; the front end that runs them is
+ * secure_mode.c).  The canary idea is that of
  * SLUB's red zones (SLAB_RED_ZONE) and the junk fill that of its poisoning (SLAB_POISON,
  * POISON_FREE); the random object order mirrors CONFIG_SLAB_FREELIST_RANDOM.
  */
@@ -10,16 +11,16 @@
 int pcpm_secure PCPM_HOT;
 struct secure_keys pcpm_secure_keys PCPM_HOT;
 
-static inline uint8_t canary_byte(void)
+static inline uint8_t canary_byte(uintptr_t link_key)
 {
-	uint8_t c = (uint8_t)(pcpm_link_key >> 24);
+	uint8_t c = (uint8_t)(link_key >> 24);
 	return c == SECURE_JUNK || c == 0 ? 0xa5 : c;
 }
 
-void pcpm_secure_init(void)
+void pcpm_secure_init(uintptr_t link_key)
 {
-	pcpm_secure_keys.canary = 0x0101010101010101ULL * canary_byte();
-	pcpm_secure_keys.trailer = pcpm_link_key >> 1;
+	pcpm_secure_keys.canary = 0x0101010101010101ULL * canary_byte(link_key);
+	pcpm_secure_keys.trailer = link_key >> 1;
 }
 
 void secure_overflow(const void *p, const char *call)
@@ -108,53 +109,6 @@ void secure_check_canary(const void *p, const char *from, const char *to, const 
 void secure_fill_canary(char *from, char *to)
 {
 	fill_canary(from, to);
-}
-
-void secure_free_small(void *p, size_t slot, const char *call)
-{
-	__secure_free_small(p, slot, call);
-}
-
-uint64_t secure_random(void)
-{
-	static _Atomic uint64_t ctr;
-	static uint64_t seed;
-	if (unlikely(!seed))
-		seed = pcpm_random64();
-	uint64_t z = seed + atomic_fetch_add_explicit(&ctr, 0x9e3779b97f4a7c15ULL, memory_order_relaxed);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-void secure_slab_init(struct page *head, uint32_t size, uint32_t objects)
-{
-	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
-	for (uint32_t i = 0; i < objects; i++)
-		order[i] = (uint16_t)i;
-	/* Fisher-Yates from one secure_random() seed per slab (one atomic, not one per object),
-	 * stepped with xorshift64*; j in [0, i] by multiply-shift rather than a division */
-	uint64_t x = secure_random() | 1;
-	for (uint32_t i = objects - 1; i > 0; i--) {
-		x ^= x >> 12;
-		x ^= x << 25;
-		x ^= x >> 27;
-		uint32_t r = (uint32_t)((x * 0x2545f4914f6cdd1dULL) >> 32);
-		uint32_t j = (uint32_t)(((uint64_t)r * (i + 1)) >> 32);
-		uint16_t t = order[i];
-		order[i] = order[j];
-		order[j] = t;
-	}
-	memset(head->addr, SECURE_JUNK, (size_t)size * objects);
-	void *next = NULL;
-	for (uint32_t i = 0; i < objects; i++) {
-		char *o = head->addr + (size_t)order[i] * size;
-		fl_store(o, next);
-		((uintptr_t *)o)[1] = pcpm_free_key;
-		next = o;
-	}
-	head->freelist = next;
-	__atomic_store_n(&head->carved, (uint16_t)objects, __ATOMIC_RELAXED);
 }
 
 void secure_resize_small(void *p, size_t slot, size_t n, const char *call)

@@ -1,9 +1,9 @@
 /*
- * secure.h - PCPMALLOC_SECURE=1, the hardened mode: checks that cost time and memory, so
- * they are off by default and the default fast path does not pay for them (the mode turns
- * the thread caches off - capacity 0 - so every call reaches the slow-path entry, where one
- * predictable branch on pcpm_secure leads to per-thread stacks of their own, sbins, popped
- * and pushed with the checks below inlined: secure_malloc_small, secure_free_small_fast).
+ * secure.h - the checks of PCPMALLOC_SECURE=1, the hardened mode (its front end, which runs
+ * them, is secure_mode.c): checks that cost time and memory, so they are off by default and
+ * the default paths do not pay for them (the mode turns the fast stacks off - capacity 0 - so
+ * every call reaches api.c's one choice of front end, and the front end keeps stacks of its
+ * own, sbins, popped and pushed with the checks below inlined).  A leaf: calls os.c only.
  *
  *  - small blocks (slab objects): a block of n bytes takes a slot of at least n + 8 bytes;
  *    the bytes from n to the trailer hold a canary, the last 8 bytes of the slot a trailer
@@ -21,7 +21,7 @@
  *    MADV_GUARD_INSTALL, or PROT_NONE), realloc resizes large blocks in place and moves the
  *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes);
  *    a freed huge mapping's pages move (mremap) to an address no pointer knows and are
- *    cached there, its old range stays reserved PROT_NONE (huge_quarantine in malloc.c);
+ *    cached there, its old range stays reserved PROT_NONE (huge_quarantine.c);
  *    the page descriptor array and the metadata chunks get PROT_NONE guard pages too.
  * Thread-safety: the functions only touch the block they are given.  Messages: one line,
  * then abort() (pcpm_fatal).
@@ -29,7 +29,7 @@
 #ifndef PCPM_SECURE_H
 #define PCPM_SECURE_H
 
-#include "tcache.h"
+#include "os.h"
 
 #include <string.h>
 
@@ -55,7 +55,8 @@ struct secure_keys {
 	uint64_t canary, trailer;
 };
 extern struct secure_keys pcpm_secure_keys PCPM_HIDDEN;
-void pcpm_secure_init(void);
+/* Once at init, from the slab layer's safe-linking key. */
+void pcpm_secure_init(uintptr_t link_key);
 
 #define SECURE_JUNK_WORD (0x0101010101010101ULL * SECURE_JUNK)
 
@@ -175,61 +176,6 @@ static inline __attribute__((always_inline)) void __secure_free_small(void *p, s
 	__secure_junk_fill(p, slot);
 }
 
-/*
- * The secure mode's malloc and free of a small block on the thread's own stack (sbins), the
- * counterparts of tcache_pop/tcache_push: malloc of n <= SLAB_MAX_SIZE - SECURE_TRAILER
- * bytes returns NULL when the stack is empty or a signal handler runs (then the slow path);
- * free of p (a validated object of class cls) returns false when the stack is full or a
- * handler runs.  The full junk check comes on one pop in SECURE_JUNK_SAMPLE (per thread:
- * the cache's malloc counter).
- */
-/* Pops an object of class cls from the thread's secure stack and arms it as a block of n
- * bytes; NULL when the stack is empty or a signal handler runs. */
-static inline __attribute__((always_inline)) void *__secure_pop_small(unsigned cls, size_t n,
-								       const char *call)
-{
-	struct tcache *tc = &pcpm_tc;
-	struct tcache_bin *b = &tc->sbins[cls];
-	if (unlikely(!b->head || pcpm_nested()))
-		return NULL;
-	void *p = tcache_bin_pop(tc, b);
-	return __secure_arm_small(p, pcpm_class_size[cls], n,
-				  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, call);
-}
-
-static inline __attribute__((always_inline)) void *secure_malloc_small(size_t n)
-{
-	return __secure_pop_small(size_to_class(n + SECURE_TRAILER), n, "malloc");
-}
-
-static inline __attribute__((always_inline)) bool secure_free_small_fast(void *p, unsigned cls)
-{
-	struct tcache *tc = &pcpm_tc;
-	struct tcache_bin *b = &tc->sbins[cls];
-	if (unlikely(!b->avail || pcpm_nested()))
-		return false;
-	__secure_free_small(p, pcpm_class_size[cls], "free");
-	tcache_bin_push(tc, b, p);
-	return true;
-}
-
-/* The aligned counterpart of secure_malloc_small (memalign, posix_memalign, aligned_alloc):
- * align a power of two up to a page, size up to SLAB_MAX_SIZE - SECURE_TRAILER; the first
- * class of at least size + 8 bytes whose objects are multiples of align (slabs are page
- * aligned: every object is aligned), from the thread's own stack.  NULL when that stack is
- * empty, a signal handler runs or the request is larger (then the slow path). */
-static inline __attribute__((always_inline)) void *secure_aligned_small(size_t align, size_t size)
-{
-	if (unlikely(size > SLAB_MAX_SIZE - SECURE_TRAILER || align > PAGE_SIZE))
-		return NULL;
-	size_t need = size + SECURE_TRAILER > align ? size + SECURE_TRAILER : align;
-	for (unsigned cls = size_to_class(need); cls < NR_SIZE_CLASSES; cls++) {
-		if (!(pcpm_class_size[cls] & (align - 1)))
-			return __secure_pop_small(cls, size, "memalign");
-	}
-	return NULL;
-}
-
 /* Out-of-line forms of the above, for the less frequent paths (slow path, memalign, signal
  * handlers, realloc). */
 void *secure_arm_small(void *p, size_t slot, size_t n, const char *call);
@@ -238,18 +184,11 @@ size_t secure_small_size(const void *p, size_t slot, const char *call);
 /* realloc in place: checks the canary and trailer of a live small block, then moves them to
  * the end of its new size n (n + 8 <= slot). */
 void secure_resize_small(void *p, size_t slot, size_t n, const char *call);
-/* Checks canary and trailer of a small block being freed, then junk-fills it. */
-void secure_free_small(void *p, size_t slot, const char *call);
 
 /* The canary of [from, to) - its first and last 8 bytes, what the check reads - and its
  * check (small blocks, large blocks, huge mappings); to is 8-byte aligned in all three. */
 void secure_fill_canary(char *from, char *to);
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call);
 
-/* Builds a new slab's freelist in random order, every object junk-filled and marked free. */
-void secure_slab_init(struct page *head, uint32_t size, uint32_t objects);
-
-/* A random 64-bit value from a per-process generator (splitmix64 over an atomic counter). */
-uint64_t secure_random(void);
 
 #endif

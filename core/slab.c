@@ -14,6 +14,7 @@ struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
 uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
 uintptr_t pcpm_link_key PCPM_HOT;
+uintptr_t pcpm_free_key PCPM_HOT;
 
 void pcpm_freelist_corrupt(const char *call, const void *pos)
 {
@@ -110,13 +111,62 @@ static unsigned calculate_order(uint32_t size)
 	return PAGE_ALLOC_COSTLY_ORDER;
 }
 
-void pcpm_slab_init(void)
+/* SLAB_* flags of every cache, set once at init. */
+static unsigned slab_flags PCPM_HOT;
+
+void pcpm_slab_init(unsigned flags)
 {
+	slab_flags = flags;
 	pcpm_link_key = (uintptr_t)pcpm_random64();
+	pcpm_free_key = (uintptr_t)pcpm_random64();
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 		pcpm_class_size[c] = class_size_of(c);
 	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
 		pcpm_small_class[i] = (uint8_t)size_to_class_slow(i * 16);
+}
+
+static uint64_t slab_random(void)
+{
+	static _Atomic uint64_t ctr;
+	static uint64_t seed;
+	if (unlikely(!seed))
+		seed = pcpm_random64();
+	uint64_t z = seed + atomic_fetch_add_explicit(&ctr, 0x9e3779b97f4a7c15ULL, memory_order_relaxed);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* CONFIG_SLAB_FREELIST_RANDOM with SLAB_POISON: a new slab's freelist in random order,
+ * every object poisoned (SECURE_JUNK) and marked free.  Cache lock held. */
+static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects)
+{
+	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
+	for (uint32_t i = 0; i < objects; i++)
+		order[i] = (uint16_t)i;
+	/* Fisher-Yates from one slab_random() seed per slab (one atomic, not one per object),
+	 * stepped with xorshift64*; j in [0, i] by multiply-shift rather than a division */
+	uint64_t x = slab_random() | 1;
+	for (uint32_t i = objects - 1; i > 0; i--) {
+		x ^= x >> 12;
+		x ^= x << 25;
+		x ^= x >> 27;
+		uint32_t r = (uint32_t)((x * 0x2545f4914f6cdd1dULL) >> 32);
+		uint32_t j = (uint32_t)(((uint64_t)r * (i + 1)) >> 32);
+		uint16_t t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	memset(head->addr, SECURE_JUNK, (size_t)size * objects);
+	void *next = NULL;
+	for (uint32_t i = 0; i < objects; i++) {
+		char *o = head->addr + (size_t)order[i] * size;
+		fl_store(o, next);
+		((uintptr_t *)o)[1] = pcpm_free_key;
+		next = o;
+	}
+	head->freelist = next;
+	__atomic_store_n(&head->carved, (uint16_t)objects, __ATOMIC_RELAXED);
 }
 
 /* kmem_cache_create() of class cls, at its first use: a short process that uses three
@@ -187,15 +237,16 @@ static struct page *new_slab(struct kmem_cache *s)
 	pg->inuse = 0;
 	/* memcheck mode: the descriptor's addr points at object 0, which would make a leaked
 	 * object 0 look reachable; it is never handed out */
-	__atomic_store_n(&pg->carved, (uint16_t)(unlikely(pcpm_vg) && s->objects > 1), __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->carved,
+			 (uint16_t)((slab_flags & SLAB_HIDE_FIRST) && s->objects > 1), __ATOMIC_RELAXED);
 	pg->order = (uint8_t)s->order;
-	if (unlikely(pcpm_secure))
-		secure_slab_init(pg, s->size, s->objects);
+	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
+		slab_carve_random(pg, s->size, s->objects);
 	for (unsigned i = 0; i < n; i++)
 		pg[i].state = PG_SLAB;
-	/* secure mode carves every object at once: its frees take the fast path's checks too,
-	 * then tcache_free_slow's secure stack (memcheck mode keeps 0: vg_free) */
-	if (unlikely(pcpm_secure) && !pcpm_vg)
+	/* a slab carved whole at once: its frees take the fast path's checks too, then the
+	 * front end's stack (memcheck mode keeps 0: every free goes to its front end) */
+	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
 		for (unsigned i = 0; i < n; i++)
 			pg[i].fast_lim = (uint16_t)s->objects;
 	return pg;
@@ -223,7 +274,7 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
  * its frees take the checked slow path (secure mode's slabs are carved whole in new_slab). */
 static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
-	if (unlikely(pcpm_secure || pcpm_vg))
+	if (unlikely(slab_flags))
 		return;
 	for (unsigned i = 0; i < 1u << s->order; i++)
 		pg[i].fast_lim = pg->carved;

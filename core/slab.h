@@ -67,6 +67,10 @@ extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
  * PROTECT_PTR (which uses ASLR bits only); the key makes it independent of ASLR.
  */
 extern uintptr_t pcpm_link_key PCPM_HIDDEN;
+/* The free mark: the second word of an object that is free (on a thread's stack, a slab's
+ * freelist); free() of an object that carries it is checked for a double free.  Random per
+ * process, set at init. */
+extern uintptr_t pcpm_free_key PCPM_HIDDEN;
 
 static inline uintptr_t fl_encode(const void *pos, const void *next)
 {
@@ -108,7 +112,13 @@ static inline unsigned size_to_paged_class(size_t n)
 /* The formula behind the lookup table, for any n <= SLAB_PAGED_MAX (tests use it). */
 unsigned size_to_class_slow(size_t n);
 
-void pcpm_slab_init(void);
+/* Flags of every kmem_cache (the kernel's SLAB_* cache flags), chosen by the mode at init:
+ * SLAB_FREELIST_RANDOM carves a slab whole at once, its objects in random order, poisoned
+ * (secure mode); SLAB_HIDE_FIRST never hands out object 0 and keeps frees off the fast path
+ * (memcheck mode: a descriptor pointing at object 0 would make a leak look reachable). */
+#define SLAB_FREELIST_RANDOM 0x1u
+#define SLAB_HIDE_FIRST 0x2u
+void pcpm_slab_init(unsigned flags);
 
 /*
  * Takes up to want objects of class cls, threads them into a list through their first

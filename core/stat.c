@@ -1,12 +1,15 @@
 /*
- * stat.c - sums the layers' counters and prints them (see stat.h).  Output never goes
+ * stat.c - the statistics report (see stat.h): pulls every layer's counters through the one
+ * interface each layer offers, void X_stats_add(struct pcpm_stats *), and prints them.  It
+ * sits above the layers and calls down into each; no layer calls it.  Output never goes
  * through stdio or malloc: snprintf into a buffer, then write(2).
  */
 #define _GNU_SOURCE
 #include "stat.h"
 #include "config.h"
-#include "alloc.h"
 #include "early.h"
+#include "huge.h"
+#include "tcache.h"
 #include "topology.h"
 
 #include <errno.h>
@@ -17,7 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
-void pcpm_huge_stats_add(struct pcpm_stats *s);
+/* The layers, top down: each adds its own counters (thread caches, kmem_caches, pcps,
+ * zones, huge mappings). */
+static void (*const layer_stats[])(struct pcpm_stats *) = {
+	tcache_stats_add, slab_stats_add, pcp_stats_add, zone_stats_add, huge_stats_add,
+};
 
 void pcpm_stats_read(struct pcpm_stats *s)
 {
@@ -25,24 +32,8 @@ void pcpm_stats_read(struct pcpm_stats *s)
 	s->early_bytes = pcpm_early_used();
 	if (!pcpm_pcp)
 		return;
-	tcache_stats_add(s);
-	pcp_stats_add(s);
-	slab_stats_add(s);
-	pcpm_huge_stats_add(s);
-	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
-	for (int n = 0; n < nr; n++) {
-		struct zone *z = &pcpm_zones[n];
-		s->pgalloc_zone += z->pgalloc_zone;
-		s->pgfree_zone += z->pgfree_zone;
-		s->zone_lock += z->zone_lock;
-		s->zone_lock_contended += z->zone_lock_contended;
-		s->zone_lock_wait_ns += z->zone_lock_wait_ns;
-		s->purge_runs += z->purge_runs;
-		s->purged_bytes += z->purged_bytes;
-		s->zone_grow += z->zone_grow;
-		s->zone_used_peak += z->in_use_max;
-		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
-	}
+	for (size_t i = 0; i < sizeof(layer_stats) / sizeof(layer_stats[0]); i++)
+		layer_stats[i](s);
 	s->resident_bytes = pcpm_rss_bytes();
 }
 

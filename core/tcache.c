@@ -3,22 +3,19 @@
  */
 #include "tcache.h"
 #include "config.h"
-#include "secure.h"
 #include "topology.h"
-#include "vgmode.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
 __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
-uintptr_t pcpm_free_key PCPM_HOT;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
-/* PCPMALLOC_SECURE: capacity of the secure-mode stacks (sbins), per class - the thread
- * caches' capacity of the default mode; 0 when the stacks are off (PCPMALLOC_TCACHE=0,
- * memcheck mode, or secure mode off) */
-static uint16_t secure_cap[NR_SIZE_CLASSES] PCPM_HOT;
+/* Capacity of a front end's stacks (sbins: secure mode's), per class - the thread caches'
+ * capacity of the default mode; 0 when they are off (PCPMALLOC_TCACHE=0, or no front end
+ * that uses them) */
+static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
 /* Bytes of objects above 4 KiB a thread's stack of one class may hold: one slab of
  * PAGE_ALLOC_COSTLY_ORDER (32 KiB), what one refill from a slab of those classes gives. */
@@ -35,7 +32,7 @@ static _Atomic uint64_t nocache_malloc, nocache_free;
 
 static void tcache_thread_exit(void *arg);
 
-void pcpm_tcache_init(void)
+void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 {
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
@@ -56,12 +53,9 @@ void pcpm_tcache_init(void)
 			cap = 0;
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do) */
-		pcpm_tcache_cap[c] = pcpm_cfg.tcache && !pcpm_vg && !pcpm_secure ? (uint16_t)cap : 0;
-		secure_cap[c] = pcpm_cfg.tcache && !pcpm_vg && pcpm_secure ? (uint16_t)cap : 0;
+		pcpm_tcache_cap[c] = pcpm_cfg.tcache && fast_stacks ? (uint16_t)cap : 0;
+		mode_cap[c] = pcpm_cfg.tcache && mode_stacks ? (uint16_t)cap : 0;
 	}
-	pcpm_free_key = (uintptr_t)pcpm_random64();
-	if (pcpm_secure)
-		pcpm_secure_init();
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
 
@@ -85,10 +79,10 @@ static inline unsigned batch_for(unsigned cls)
 	return half < fbatch ? half : fbatch;
 }
 
-/* Objects per refill/flush of a secure-mode stack: the same rule (never 0). */
-static inline unsigned secure_batch_for(unsigned cls)
+/* Objects per refill/flush of a front end's stack: the same rule (never 0). */
+static inline unsigned mode_batch_for(unsigned cls)
 {
-	unsigned half = (secure_cap[cls] + 1) / 2;
+	unsigned half = (mode_cap[cls] + 1) / 2;
 	return half < fbatch ? (half ? half : 1) : fbatch;
 }
 
@@ -99,7 +93,7 @@ void tcache_setup(void)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		tc->bins[c].avail = tc->cap[c] = pcpm_tcache_cap[c];
-		tc->sbins[c].avail = secure_cap[c];
+		tc->sbins[c].avail = mode_cap[c];
 	}
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
@@ -118,12 +112,12 @@ static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 	return tc->cap[cls] - tc->bins[cls].avail;
 }
 
-/* Objects on secure mode's stack of class cls. */
+/* Objects on the front end's stack of class cls. */
 static inline unsigned sbin_count(struct tcache *tc, unsigned cls)
 {
-	return tc->sbins[cls].avail > secure_cap[cls] || !tc->sbins[cls].head
+	return tc->sbins[cls].avail > mode_cap[cls] || !tc->sbins[cls].head
 		       ? 0
-		       : secure_cap[cls] - tc->sbins[cls].avail;
+		       : mode_cap[cls] - tc->sbins[cls].avail;
 }
 
 static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n);
@@ -201,21 +195,6 @@ static void *__tcache_alloc_slow(unsigned cls)
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
-	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE &&
-	    tc->sbins[cls].avail <= secure_cap[cls] && (tc->sbins[cls].head || tc->sbins[cls].avail)) {
-		struct tcache_bin *sb = &tc->sbins[cls];
-		if (!sb->head) {
-			unsigned want = secure_batch_for(cls);
-			if (want > sb->avail)
-				want = sb->avail;
-			unsigned got = slab_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
-			if (!got)
-				return NULL;
-			sb->avail -= got;
-			tc->refills++;
-		}
-		return tcache_bin_pop(tc, sb);
-	}
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */
 		if (!slab_alloc_bulk(cls, 1, &head, 0))
@@ -256,32 +235,18 @@ static PCPM_NOINLINE void tcache_free_slow_inside(void *p, unsigned cls)
 
 void tcache_free_slow(void *p, unsigned cls)
 {
-	/* secure mode with room on the thread's own stack: checks, junk, push - no lock, no
-	 * call, so no pcpm_inside flag either (the program counter is in pcpmalloc's code);
-	 * the rest in a function of its own, so this part needs no stack frame */
-	if (unlikely(pcpm_secure) && likely(secure_free_small_fast(p, cls)))
-		return;
 	tcache_free_slow_inside(p, cls);
 }
 
 static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = &pcpm_tc;
-	struct tcache_bin *sb = &tc->sbins[cls];
-	if (unlikely(pcpm_secure))
-		secure_free_small(p, pcpm_class_size[cls], "free");
 	if (unlikely(pcpm_nested())) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		slab_free_nested(p, pcpm_page_of(p)->slab_head);
 		return;
 	}
 	tcache_ensure();
-	if (unlikely(pcpm_secure) && tc->state == TC_ACTIVE && tc->sbins[cls].avail + sbin_count(tc, cls)) {
-		if (!sb->avail)
-			flush_stack(tc, sb, cls, secure_batch_for(cls));
-		tcache_bin_push(tc, sb, p);
-		return;
-	}
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
@@ -297,6 +262,31 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		fl_store(p, NULL);
 		slab_free_bulk(cls, p, 1);
 	}
+}
+
+bool tcache_mode_ready(struct tcache *tc, unsigned cls)
+{
+	struct tcache_bin *sb = &tc->sbins[cls];
+	return tc->state == TC_ACTIVE && sb->avail <= mode_cap[cls] && (sb->head || sb->avail);
+}
+
+bool tcache_mode_refill(struct tcache *tc, unsigned cls)
+{
+	struct tcache_bin *sb = &tc->sbins[cls];
+	unsigned want = mode_batch_for(cls);
+	if (want > sb->avail)
+		want = sb->avail;
+	unsigned got = slab_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
+	if (!got)
+		return false;
+	sb->avail -= got;
+	tc->refills++;
+	return true;
+}
+
+void tcache_mode_flush(struct tcache *tc, unsigned cls)
+{
+	flush_stack(tc, &tc->sbins[cls], cls, mode_batch_for(cls));
 }
 
 void tcache_count_slow(bool is_free)
@@ -321,9 +311,11 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
 		if (tc == &pcpm_tc)
 			continue;
-		const void *o = __atomic_load_n(pcpm_secure ? &tc->sbins[cls].head : &tc->bins[cls].head,
+		/* the fast stacks, else a front end's: one of the two is in use */
+		bool fast = pcpm_tcache_cap[cls] != 0;
+		const void *o = __atomic_load_n(fast ? &tc->bins[cls].head : &tc->sbins[cls].head,
 						__ATOMIC_RELAXED);
-		for (unsigned n = pcpm_secure ? secure_cap[cls] : pcpm_tcache_cap[cls]; o && n; n--) {
+		for (unsigned n = fast ? pcpm_tcache_cap[cls] : mode_cap[cls]; o && n; n--) {
 			struct page *pg = pcpm_page_of(o);
 			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
 				break;
@@ -480,9 +472,6 @@ void tcache_fork_child(void)
  * lists drained by the next lock holder, allocations that cannot get one map memory.  The
  * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
  */
-__thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
-int pcpm_nolock_all;
-__thread int pcpm_inside __attribute__((tls_model("initial-exec")));
 static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
 
 void pcpm_signal_enter(void)

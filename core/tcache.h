@@ -13,6 +13,7 @@
 #ifndef PCPM_TCACHE_H
 #define PCPM_TCACHE_H
 
+#include "nested.h"
 #include "slab.h"
 
 struct tcache_bin {
@@ -24,8 +25,8 @@ enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
 
 struct tcache {
 	struct tcache_bin bins[NR_SIZE_CLASSES];
-	/* PCPMALLOC_SECURE: the slow paths' own stacks (the fast path never sees them; bins
-	 * stay empty), same layout; avail = room left (capacity as bins' in the default mode) */
+	/* a front end's own stacks (secure mode's; the fast path never sees them, bins stay
+	 * empty then), same layout; avail = room left (capacity as bins' in the default mode) */
 	struct tcache_bin sbins[NR_SIZE_CLASSES];
 	uint64_t malloc_calls, free_calls;
 	uint64_t refills, flushes, large_allocs;
@@ -38,7 +39,6 @@ struct tcache {
 };
 
 extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
-extern uintptr_t pcpm_free_key PCPM_HIDDEN;
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* One stack operation on bin b of tc (bins or sbins): pop needs a non-empty stack, push
@@ -92,59 +92,21 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 }
 
 /*
- * Signal handlers (see tcache.c): pcpm_sig_depth > 0 while this thread runs a handler that
- * preload/ wrapped; the slow paths then take no lock they could wait for.  Enter/exit are
- * async-signal-safe and nest; exit returns with every signal blocked (the handler's return
- * restores the interrupted mask), so it must be the handler's last call.
+ * A front end's own stacks (sbins; secure mode uses them): tcache keeps them like its own -
+ * flushed at thread exit and by tcache_flush_all, searched by the double-free check - but
+ * never pops or pushes them; the front end does, with tcache_bin_pop/push.
+ * tcache_mode_ready: the cache is active and the stack of cls in use; tcache_mode_refill
+ * fills the empty stack from the slab (false: memory exhausted); tcache_mode_flush gives a
+ * batch of a full stack back to the slab.
  */
-extern __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+bool tcache_mode_ready(struct tcache *tc, unsigned cls);
+bool tcache_mode_refill(struct tcache *tc, unsigned cls);
+void tcache_mode_flush(struct tcache *tc, unsigned cls);
+
+/* Signal handlers (preload/signal.c): park the thread's stacks while a handler runs; see
+ * tcache.c.  Async-signal-safe, nest; exit leaves every signal blocked (call it last). */
 void pcpm_signal_enter(void);
 void pcpm_signal_exit(void);
-
-/*
- * Set for good in the child of a fork() called by a signal handler that had interrupted
- * pcpmalloc (pcpm_fork_prepare could take no lock without deadlocking on the interrupted
- * code's): the locks other threads held at the fork stay taken in the child, so every
- * thread of the child keeps to the no-wait paths of the handlers.
- */
-extern int pcpm_nolock_all PCPM_HIDDEN;
-
-/* Must the slow paths avoid waiting for a lock (a signal handler, or such a child)? */
-static inline bool pcpm_nested(void)
-{
-	return pcpm_sig_depth || pcpm_nolock_all;
-}
-
-/*
- * The per-thread "inside allocator" flag of kernel-pcp.md §12.2, kept by the slow paths only
- * (the fast paths run entirely in pcpmalloc's own code, which the signal wrapper recognises
- * from the interrupted program counter).  A handler that interrupted neither runs the normal
- * paths, and may leave with siglongjmp.  PCPM_INSIDE_BEGIN/END bracket a slow path.
- */
-extern __thread int pcpm_inside __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
-#define PCPM_INSIDE_BEGIN()                                                                        \
-	int pcpm_was_inside_ = pcpm_inside;                                                        \
-	pcpm_inside = 1;                                                                           \
-	atomic_signal_fence(memory_order_seq_cst)
-#define PCPM_INSIDE_END()                                                                          \
-	do {                                                                                       \
-		atomic_signal_fence(memory_order_seq_cst);                                         \
-		pcpm_inside = pcpm_was_inside_;                                                    \
-	} while (0)
-
-/*
- * PCPMALLOC_SECURE: pops an object of class cls from the thread's secure-mode stack (sbins);
- * NULL when it is empty, the cache is not active or a signal handler runs (the caller then
- * takes the full slow path).  The caller arms the object (secure_arm_small).
- */
-static inline void *tcache_secure_pop(unsigned cls)
-{
-	struct tcache *tc = &pcpm_tc;
-	struct tcache_bin *b = &tc->sbins[cls];
-	if (!b->head || pcpm_nested() || tc->state != TC_ACTIVE)
-		return NULL;
-	return tcache_bin_pop(tc, b);
-}
 
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */
@@ -168,6 +130,12 @@ static inline void tcache_count(bool is_free)
 	}
 }
 
+/* Counts a page-run allocation (thread-local; folded in by the registry). */
+static inline void tcache_count_large(void)
+{
+	pcpm_tc.large_allocs++;
+}
+
 /* Double-free confirmation for an object whose key word matched: aborts when it is free. */
 void tcache_check_double_free(void *p, struct page *head, const char *call);
 
@@ -177,8 +145,9 @@ void tcache_flush_all(struct tcache *tc);
 /* Objects per refill/flush (PCPMALLOC_FBATCH or the CPU-count default). */
 unsigned tcache_fbatch(void);
 
-/* Sets up per-thread teardown (pthread key); once at init. */
-void pcpm_tcache_init(void);
+/* Capacities and per-thread teardown (pthread key); once at init.  fast_stacks: the fast
+ * path's stacks (the default mode); mode_stacks: the front end's (sbins, secure mode). */
+void pcpm_tcache_init(bool fast_stacks, bool mode_stacks);
 
 /* Adds every thread's counters to s (registry lock).  In a signal handler that finds the lock
  * taken: the exited threads' and this thread's counters only, without waiting. */

@@ -1,74 +1,16 @@
 /*
- * vgmode.c - memcheck mode (see vgmode.h): detection, block annotation and the quarantine.
+ * vgmode.c - the memcheck front end (see vgmode.h and frontend.h): every block handed out is
+ * described to memcheck (MALLOCLIKE/FREELIKE), freed blocks wait in a FIFO quarantine before
+ * the default free paths take them back, realloc always moves.  Calls the default functions
+ * (alloc_default.h), tcache, large, huge and the memcheck leaf (vg.c).
  */
+#include "alloc_default.h"
+#include "frontend.h"
+#include "large.h"
 #include "vgmode.h"
-#include "config.h"
 
-bool pcpm_vg PCPM_HOT;
-#ifdef PCPM_HAVE_VALGRIND
-static bool on_memcheck; /* pcpm_vg under memcheck, not forced outside it */
-#endif
-
-void pcpm_vg_init(void)
-{
-#ifdef PCPM_HAVE_VALGRIND
-	if (RUNNING_ON_VALGRIND) {
-		/*
-		 * Only memcheck answers its own requests: a stack word is addressable (0).
-		 * Other tools (callgrind for bench/fastpath, helgrind, ...) leave the default,
-		 * 1, and pcpmalloc keeps its fast paths there.  Asked also when the mode is
-		 * forced: pcpm_vg_block_size needs memcheck's answers (PCPMALLOC_VALGRIND=1
-		 * under memcheck had realloc copy the whole slot: false invalid reads).
-		 */
-		int probe = 0;
-		unsigned long r = VALGRIND_DO_CLIENT_REQUEST_EXPR(
-			1, VG_USERREQ__CHECK_MEM_IS_ADDRESSABLE, &probe, sizeof(probe), 0, 0, 0);
-		on_memcheck = r == 0;
-	}
-	if (pcpm_cfg.valgrind == 1)
-		pcpm_vg = true; /* forced: also outside valgrind, where the requests do nothing */
-	else if (pcpm_cfg.valgrind == AUTO)
-		pcpm_vg = on_memcheck;
-	/* memcheck mode needs no exact pcp sizes, and hwloc's x86 backend complains on
-	 * stderr under valgrind: no lazy discovery (now, XML, synthetic still run) */
-	if (pcpm_vg && on_memcheck && pcpm_cfg.topology == TOPOLOGY_LAZY)
-		pcpm_cfg.topology = 2;
-	if (pcpm_vg && pcpm_cfg.verbose)
-		pcpm_warn("valgrind: memcheck mode: no thread caches, blocks described with client "
-			  "requests, %lu MiB quarantine",
-			  VG_QUARANTINE_BYTES >> 20);
-#endif
-}
-
-void pcpm_vg_alloced(void *p, size_t n, size_t usable, bool zeroed)
-{
-	(void)p, (void)n, (void)usable, (void)zeroed;
-	VALGRIND_MAKE_MEM_NOACCESS(p, usable);
-	VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, zeroed);
-}
-
-size_t pcpm_vg_block_size(const void *p, size_t usable)
-{
-#ifdef PCPM_HAVE_VALGRIND
-	/* A block is [p, p+n) addressable followed by no-access bytes up to usable: binary
-	 * search for n.  GET_VBITS answers 3 for a no-access byte and reports nothing. */
-	if (!on_memcheck)
-		return usable;
-	size_t lo = 0, hi = usable;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo + 1) / 2;
-		unsigned char vbits;
-		if (VALGRIND_GET_VBITS((const char *)p + mid - 1, &vbits, 1) == 1)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-#else
-	(void)p;
-	return usable;
-#endif
-}
+#include <errno.h>
+#include <string.h>
 
 /* The quarantine: a FIFO ring of freed blocks, bounded in slots and in bytes. */
 static pcpm_lock_t q_lock = PCPM_LOCK_INIT;
@@ -81,7 +23,7 @@ static size_t q_bytes;
 
 #define Q_EVICT 32 /* blocks given back per lock hold */
 
-void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p))
+static void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p))
 {
 	if (usable > VG_QUARANTINE_BYTES / 4) {
 		release(p);
@@ -114,7 +56,7 @@ void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p))
 	}
 }
 
-bool pcpm_vg_quarantine_nested(void *p, size_t usable)
+static bool pcpm_vg_quarantine_nested(void *p, size_t usable)
 {
 	/* the interrupted code may hold q_lock: one try; no eviction (release would take
 	 * the normal, locking free paths) */
@@ -132,7 +74,7 @@ bool pcpm_vg_quarantine_nested(void *p, size_t usable)
 	return queued;
 }
 
-void pcpm_vg_quarantine_drain(void (*release)(void *p))
+static void pcpm_vg_quarantine_drain(void (*release)(void *p))
 {
 	for (;;) {
 		pcpm_lock(&q_lock);
@@ -150,17 +92,187 @@ void pcpm_vg_quarantine_drain(void (*release)(void *p))
 	}
 }
 
-void pcpm_vg_fork_prepare(void)
+void vg_fork_prepare(void)
 {
 	pcpm_lock(&q_lock);
 }
 
-void pcpm_vg_fork_parent(void)
+void vg_fork_parent(void)
 {
 	pcpm_unlock(&q_lock);
 }
 
-void pcpm_vg_fork_child(void)
+void vg_fork_child(void)
 {
 	pcpm_lock_reset(&q_lock);
+}
+
+
+/* Usable bytes of p when it is a block pcpmalloc handed out (live or in the quarantine;
+ * a slab object may also be free), 0 when the normal free path must classify it. */
+static size_t vg_block_usable(const void *p, struct page *pg)
+{
+	if (pg) {
+		if (pg->state == PG_SLAB) {
+			struct page *head = pg->slab_head;
+			long idx = slab_obj_index(head, p);
+			if (idx < 0 || (idx == 0 && head->slab_cache->objects > 1))
+				return 0; /* object 0 is never handed out in this mode */
+			return head->slab_cache->size;
+		}
+		if (pg->state == PG_LARGE && p == page_address(pg))
+			return (size_t)pg->npages << PAGE_SHIFT;
+		return 0;
+	}
+	struct region *r = pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE)
+		return r->len;
+	return 0;
+}
+
+/* The quarantine mark in a block's second word (the free key is odd; this differs). */
+static inline uintptr_t vg_quarantine_key(void)
+{
+	return pcpm_free_key ^ 2;
+}
+
+/* A block leaves the quarantine: the real free. */
+static void vg_release(void *p)
+{
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		unsigned cls = pg->slab_head->cls;
+		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
+		((uintptr_t *)p)[1] = 0;
+		if (!tcache_push(p, cls))
+			tcache_free_slow(p, cls);
+		return;
+	}
+	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */
+	((uintptr_t *)p)[1] = 0;
+	vg_close_obj(p);
+	if (unlikely(pcpm_nested())) { /* a handler's free: the no-wait paths */
+		if (pg) {
+			large_free_nested(pg);
+		} else {
+			huge_free_nested(pcpm_region_of(p));
+		}
+		return;
+	}
+	if (pg) /* a page run or a huge mapping, checked when it was freed */
+		large_free(pg);
+	else
+		huge_free(pcpm_region_of(p));
+}
+
+static void vg_free(void *p, struct page *pg, const char *call)
+{
+	size_t usable = vg_block_usable(p, pg);
+	/* memcheck reports a bad free with the program's stack; pcpmalloc then aborts */
+	VALGRIND_FREELIKE_BLOCK(p, 0);
+	if (!usable)
+		dfl_free_slow(p, pg, call); /* aborts: no block of pcpmalloc's */
+	vg_open_obj(p);
+	uintptr_t key = ((uintptr_t *)p)[1];
+	if (key == vg_quarantine_key())
+		pcpm_double_free(call, p);
+	if (pg && pg->state == PG_SLAB && key == pcpm_free_key)
+		tcache_check_double_free(p, pg->slab_head, call);
+	((uintptr_t *)p)[1] = vg_quarantine_key();
+	vg_close_obj(p);
+	tcache_count(true);
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold the quarantine lock; a huge mapping goes at once
+		 * (unmapped, a use after free still faults), so the handlers' own mappings give
+		 * their region structs back to the lock-free pool */
+		if (!pg || !pcpm_vg_quarantine_nested(p, usable))
+			vg_release(p);
+		return;
+	}
+	pcpm_vg_quarantine(p, usable, vg_release);
+}
+
+void vg_free_generic(void *p, const char *call)
+{
+	if (!p)
+		return;
+	PCPM_INSIDE_BEGIN();
+	vg_free(p, pcpm_page_of(p), call);
+	PCPM_INSIDE_END();
+}
+
+void *vg_malloc(size_t n)
+{
+	void *p = dfl_malloc_slow(n); /* no fast stacks in this mode */
+	if (p)
+		pcpm_vg_alloced(p, n, dfl_usable_size(p, "malloc"), false);
+	return p;
+}
+
+void *vg_aligned_alloc(size_t align, size_t size)
+{
+	void *p = dfl_aligned_alloc(align, size);
+	if (p)
+		pcpm_vg_alloced(p, size, dfl_usable_size(p, "memalign"), false);
+	return p;
+}
+
+void *vg_calloc(size_t nmemb, size_t size)
+{
+	size_t n;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = vg_malloc(n);
+	if (unlikely(!p))
+		return NULL;
+	VALGRIND_MAKE_MEM_DEFINED(p, n); /* zeros memcheck knows to be defined */
+	return dfl_calloc_clear(p, n);
+}
+
+size_t vg_usable_size(const void *p)
+{
+	/* the size asked for, as memcheck's own malloc_usable_size answers; the bytes past it
+	 * are no-access */
+	return pcpm_vg_block_size(p, dfl_usable_size(p, "malloc_usable_size"));
+}
+
+void vg_trim(void)
+{
+	pcpm_vg_quarantine_drain(vg_release);
+}
+
+/* Always moves, as memcheck's own realloc: the copy carries memcheck's definedness. */
+static void *__vg_realloc(void *p, size_t size)
+{
+	struct page *pg = pcpm_page_of(p);
+	size_t usable = vg_block_usable(p, pg);
+	if (!usable)
+		dfl_free_slow(p, pg, "realloc"); /* aborts */
+	size_t old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
+	void *q = vg_malloc(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, MIN(old, size));
+	vg_free_generic(p, "realloc");
+	return q;
+}
+
+void *vg_realloc(void *p, size_t size)
+{
+	if (!p)
+		return vg_malloc(size);
+	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
+		vg_free_generic(p, "realloc");
+		return NULL;
+	}
+	if (unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	PCPM_INSIDE_BEGIN();
+	void *q = __vg_realloc(p, size);
+	PCPM_INSIDE_END();
+	return q;
 }

@@ -1,5 +1,7 @@
 /*
  * vgmode.h - memcheck mode: pcpmalloc described to valgrind's memcheck with client requests.
+ * This header and vg.c are the leaf every layer's annotations use (the flag, the probe, the
+ * no-op-outside-valgrind client requests); the front end that runs the mode is vgmode.c.
  *
  * Under `valgrind --tool=memcheck --soname-synonyms=somalloc=nouserintercepts` pcpmalloc's own
  * malloc runs (memcheck would otherwise replace it), and memcheck knows nothing of its blocks.
@@ -79,27 +81,8 @@ void pcpm_vg_alloced(void *p, size_t n, size_t usable, bool zeroed);
  * addressable prefix, found without reporting an error. */
 size_t pcpm_vg_block_size(const void *p, size_t usable);
 
-/* Bytes of freed blocks held back from reuse (FIFO). */
+/* Bytes of freed blocks the front end (vgmode.c) holds back from reuse (FIFO). */
 #define VG_QUARANTINE_BYTES (16UL << 20)
 #define VG_QUARANTINE_SLOTS 4096
-
-/*
- * Quarantine: puts the freed block p (usable bytes, already FREELIKE'd) at the tail and gives
- * back, through release(), the oldest blocks while the quarantine is over its bounds (or p at
- * once when it is too large to hold).  release() runs with no lock held.
- */
-void pcpm_vg_quarantine(void *p, size_t usable, void (*release)(void *p));
-/*
- * The same from a signal handler that interrupted pcpmalloc (kernel-pcp.md §12.2): never
- * waits.  Queues p when the quarantine lock is free at the first try and there is room without
- * giving older blocks back; false otherwise (the caller then frees p at once, nested-safe).
- */
-bool pcpm_vg_quarantine_nested(void *p, size_t usable);
-/* Empties the quarantine through release() (malloc_trim). */
-void pcpm_vg_quarantine_drain(void (*release)(void *p));
-/* fork: the quarantine lock is taken around fork and reset in the child. */
-void pcpm_vg_fork_prepare(void);
-void pcpm_vg_fork_parent(void);
-void pcpm_vg_fork_child(void);
 
 #endif

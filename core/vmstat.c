@@ -1,10 +1,11 @@
 /*
- * vmstat.c - the background decay/purge worker (see vmstat.h; kernel-pcp.md §5.1, §12.5).
+ * vmstat.c - the periodic work and the background decay/purge worker (see vmstat.h;
+ * kernel-pcp.md §5.1, §12.5).  Calls the pcp, zone, huge and topology layers.
  */
 #define _GNU_SOURCE
 #include "vmstat.h"
 #include "config.h"
-#include "pcp.h"
+#include "huge.h"
 #include "topology.h"
 
 #include <linux/futex.h>
@@ -14,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-_Atomic int pcpm_vmstat_idle;
 _Atomic int pcpm_vmstat_running;
 int pcpm_vmstat_wanted PCPM_HOT;
 static pcpm_lock_t start_lock = PCPM_LOCK_INIT;
@@ -37,6 +37,16 @@ static bool need_update(void)
 	return false;
 }
 
+void pcpm_periodic(uint64_t now)
+{
+	pcp_decay_all(now);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++)
+		zone_maybe_purge(&pcpm_zones[n], now);
+	pcpm_topology_tick(pcpm_zone.managed_pages);
+	huge_cache_decay(now);
+}
+
 static void *vmstat_worker(void *arg)
 {
 	(void)arg;
@@ -46,23 +56,17 @@ static void *vmstat_worker(void *arg)
 		int ms = pcpm_cfg.decay_ms / 2 > 0 ? pcpm_cfg.decay_ms / 2 : 1;
 		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
-		pcp_periodic(pcpm_now_ms());
+		pcpm_periodic(pcpm_now_ms());
 		if (need_update())
 			continue;
 		/* vmstat_shepherd: nothing left; sleep until a free path kicks us */
-		atomic_store(&pcpm_vmstat_idle, 1);
-		if (!need_update()) /* a kick between the check and the store would be lost */
-			syscall(SYS_futex, (int *)&pcpm_vmstat_idle, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-		atomic_store(&pcpm_vmstat_idle, 0);
+		atomic_store(&pcpm_zone_free_waiter, 1);
+		if (!need_update()) /* a wake-up between the check and the store would be lost */
+			syscall(SYS_futex, (int *)&pcpm_zone_free_waiter, FUTEX_WAIT_PRIVATE, 1, NULL,
+				NULL, 0);
+		atomic_store(&pcpm_zone_free_waiter, 0);
 	}
 	return NULL;
-}
-
-void pcpm_vmstat_kick_slow(void)
-{
-	int one = 1;
-	if (atomic_compare_exchange_strong(&pcpm_vmstat_idle, &one, 0))
-		syscall(SYS_futex, (int *)&pcpm_vmstat_idle, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void pcpm_vmstat_start(void)
@@ -100,5 +104,5 @@ void pcpm_vmstat_fork_child(void)
 {
 	pcpm_lock_reset(&start_lock);
 	atomic_store(&pcpm_vmstat_running, 0);
-	atomic_store(&pcpm_vmstat_idle, 0);
+	atomic_store(&pcpm_zone_free_waiter, 0);
 }

@@ -1,32 +1,37 @@
 /*
- * vmstat.h - the optional background worker (PCPMALLOC_DECAY_THREAD=1), the user-space
- * vmstat_update/vmstat_shepherd: once per PCPMALLOC_DECAY_MS it runs decay_pcp_high on every
- * pcp and purges idle free memory, so a process that went idle still gives memory back.
- * While there is nothing to decay or purge it sleeps on a futex until a free path kicks it,
- * so an idle process is not woken every period.  Off by default: lazy decay from the slow
- * paths does the same work for processes that keep allocating.
+ * vmstat.h - the periodic work and its optional background worker, the user-space
+ * vmstat_update/vmstat_shepherd.  Once per PCPMALLOC_DECAY_MS it runs decay_pcp_high on every
+ * pcp, purges idle free memory in every zone and in the huge-mapping cache, and ticks the
+ * lazy topology discovery: it calls down into each layer (pcp, zone, huge, topology), which
+ * never call it.  Lazily: a refill that finds its CPU's period passed flags the work
+ * (pcpm_pcp_periodic_due) and the API's next slow path runs it (pcpm_vmstat_maybe_run).
+ * PCPMALLOC_DECAY_THREAD=1 adds a worker thread that does the same every half period, so a
+ * process that went idle still gives memory back; while there is nothing to decay or purge
+ * it sleeps on a futex until a free path wakes it (zone_note_free).
  * Thread-safety: all functions are thread-safe.
  */
 #ifndef PCPM_VMSTAT_H
 #define PCPM_VMSTAT_H
 
-#include "os.h"
-
-extern _Atomic int pcpm_vmstat_idle; /* 1 while the worker sleeps waiting for work */
+#include "pcp.h"
 
 extern int pcpm_vmstat_wanted;	     /* PCPMALLOC_DECAY_THREAD, cleared if the start fails */
 extern _Atomic int pcpm_vmstat_running; /* the worker was started in this process */
 
+/* The periodic work, now (every layer's part; trylocks where a lock is in use). */
+void pcpm_periodic(uint64_t now_ms);
+
+/* From the API's slow paths: runs the periodic work when a refill flagged it due. */
+static inline void pcpm_vmstat_maybe_run(void)
+{
+	if (unlikely(__atomic_load_n(&pcpm_pcp_periodic_due, __ATOMIC_RELAXED))) {
+		__atomic_store_n(&pcpm_pcp_periodic_due, 0, __ATOMIC_RELAXED);
+		pcpm_periodic(pcpm_now_ms());
+	}
+}
+
 /* Starts the worker if configured and not running (call with no allocator lock held). */
 void pcpm_vmstat_start(void);
-
-/* Wakes a sleeping worker: memory became free that may need decay/purge. */
-void pcpm_vmstat_kick_slow(void);
-static inline void pcpm_vmstat_kick(void)
-{
-	if (unlikely(atomic_load_explicit(&pcpm_vmstat_idle, memory_order_relaxed)))
-		pcpm_vmstat_kick_slow();
-}
 
 static inline void pcpm_vmstat_maybe_start(void)
 {

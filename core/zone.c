@@ -3,8 +3,12 @@
  */
 #include "zone.h"
 #include "config.h"
-#include "vmstat.h"
+#include "stat.h"
 #include "vgmode.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* No alignment above a cache line for .bss objects: a larger one would start .bss on a
  * page of its own, and the byte crtstuff writes at exit (completed.0, first in .bss) would
@@ -390,7 +394,7 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
 	__free_one_page(z, pg, order, now);
 	zone_unlock(z);
 	zone_balance_dirty(z);
-	pcpm_vmstat_kick();
+	zone_note_free();
 }
 
 void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms)
@@ -439,7 +443,7 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages)
 	__free_pages_range(z, pg, npages, now);
 	zone_unlock(z);
 	zone_balance_dirty(z);
-	pcpm_vmstat_kick();
+	zone_note_free();
 }
 
 /* Finds the free block containing pfn: buddy blocks are aligned, so at most 11 probes. */
@@ -661,5 +665,32 @@ void zone_balance_dirty(struct zone *z)
 		if (failed)
 			return;
 		zone_lock(z);
+	}
+}
+
+_Atomic int pcpm_zone_free_waiter;
+
+void zone_wake_waiter(void)
+{
+	int one = 1;
+	if (atomic_compare_exchange_strong(&pcpm_zone_free_waiter, &one, 0))
+		syscall(SYS_futex, (int *)&pcpm_zone_free_waiter, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void zone_stats_add(struct pcpm_stats *s)
+{
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int n = 0; n < nr; n++) {
+		struct zone *z = &pcpm_zones[n];
+		s->pgalloc_zone += z->pgalloc_zone;
+		s->pgfree_zone += z->pgfree_zone;
+		s->zone_lock += z->zone_lock;
+		s->zone_lock_contended += z->zone_lock_contended;
+		s->zone_lock_wait_ns += z->zone_lock_wait_ns;
+		s->purge_runs += z->purge_runs;
+		s->purged_bytes += z->purged_bytes;
+		s->zone_grow += z->zone_grow;
+		s->zone_used_peak += z->in_use_max;
+		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
 }

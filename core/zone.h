@@ -169,4 +169,21 @@ static inline int ilog2_ceil(size_t n)
 	return n <= 1 ? 0 : 64 - __builtin_clzl(n - 1);
 }
 
+/*
+ * The background worker (vmstat.c, PCPMALLOC_DECAY_THREAD=1) sleeps on this word (a futex)
+ * while there is nothing to decay or purge; 1 while it sleeps.  Free paths that make memory
+ * free call zone_note_free(), which wakes it: one relaxed load when nobody sleeps.
+ */
+extern _Atomic int pcpm_zone_free_waiter PCPM_HIDDEN;
+void zone_wake_waiter(void);
+static inline void zone_note_free(void)
+{
+	if (unlikely(atomic_load_explicit(&pcpm_zone_free_waiter, memory_order_relaxed)))
+		zone_wake_waiter();
+}
+
+/* Statistics: the one interface every layer offers stat.c (every zone's counters). */
+struct pcpm_stats;
+void zone_stats_add(struct pcpm_stats *s);
+
 #endif

@@ -217,8 +217,8 @@ EXPORT long long pcpmalloc_stat(const char *name)
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
 	const char *v[1];
-	if (pcpm_env_prefixed("PCPMALLOC_", v, 1))
-		pcpm_init();
+	if (pcpm_env_prefixed("PCPMALLOC_", v, 1) && pcpm_init())
+		pcpm_stats_init();
 	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
 }
 

@@ -10,7 +10,6 @@
 #include "config.h"
 #include "hwtopo.h"
 #include "os.h"
-#include "pcp.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,6 +24,7 @@ int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
 int pcpm_topology_state PCPM_HOT;
 int pcpm_topology_due PCPM_HOT;
+_Atomic unsigned pcpm_topology_gen PCPM_HOT;
 static struct pcpm_cpu_cache provisional PCPM_HOT;
 static struct pcpm_cpu_cache *cpus PCPM_HOT; /* pcpm_nr_cpus entries once init has run */
 static _Atomic int claimed PCPM_HOT;
@@ -147,47 +147,6 @@ static void failed(const char *why, const char *detail)
 			  detail ? ": " : "", detail ? detail : "");
 }
 
-/*
- * One zone per NUMA node, from the nodes hwloc gave the CPUs (logical indexes 0..n-1).  The
- * arenas of each zone are mbind'ed to its node only on the real machine with 2+ nodes: a fake
- * machine's nodes do not exist here, and with one node there is nothing to choose.
- */
-static void numa_setup(void)
-{
-	int nr = 1;
-	for (int i = 0; i < pcpm_nr_cpus; i++)
-		if (cpus[i].node + 1 > nr)
-			nr = cpus[i].node + 1;
-	if (nr == 1)
-		return; /* the zone and the CPUs' node 0 stay as they are: nothing to do */
-	if (nr > MAX_NUMNODES) {
-		if (pcpm_cfg.verbose)
-			pcpm_warn("topology: %d NUMA nodes, more than %d: one zone", nr, MAX_NUMNODES);
-		return;
-	}
-	size_t len = ALIGN_UP((size_t)(pcpm_nr_cpus + MAX_NUMNODES) * sizeof(int), PAGE_SIZE);
-	int *cpu_node = pcpm_os_map(len, PAGE_SIZE);
-	if (!cpu_node)
-		return;
-	int *os_node = cpu_node + pcpm_nr_cpus;
-	for (int n = 0; n < nr; n++)
-		os_node[n] = n;
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		cpu_node[i] = cpus[i].node >= 0 ? cpus[i].node : 0;
-		if (cpus[i].node >= 0 && cpus[i].node_os >= 0)
-			os_node[cpus[i].node] = cpus[i].node_os;
-	}
-	bool fake = pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic;
-	int bind = fake || pcpm_cfg.numa_bind == NUMA_BIND_OFF ? -1 : pcpm_cfg.numa_bind;
-	if (pcpm_numa_setup(nr, cpu_node, os_node, bind) != 0 && pcpm_cfg.verbose)
-		pcpm_warn("topology: cannot set up %d zones; keeping one", nr);
-	else if (pcpm_cfg.verbose)
-		pcpm_warn("topology: %d NUMA nodes, one zone each; arenas %s", nr,
-			  bind < 0 ? "not bound (fake machine or PCPMALLOC_NUMA_BIND=off)"
-				   : "mbind'ed to their node");
-	pcpm_os_unmap(cpu_node, len);
-}
-
 #define LOAD(field, name)                                          \
 	do {                                                       \
 		*(void **)&f.field = dlsym(h, name);               \
@@ -250,19 +209,15 @@ static void discover_with(void *h, uint64_t t0)
 	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
 	pcpm_os_unmap(tmp, len);
 	pcpm_topology_state = 1;
-	pcpm_pcp_resize();
-	numa_setup();
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
-		const struct per_cpu_pages *p = &pcpm_pcp[0];
 		pcpm_warn("topology: hwloc found %d CPUs in %llu us (dlopen included); cpu 0: L2 %zu KiB / %d, LLC %zu "
-			  "KiB / %d (slice %zu KiB): batch %d, high_min %d, high_max %d, "
-			  "free_high_batch %s",
+			  "KiB / %d (slice %zu KiB)",
 			  npu, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
-			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10,
-			  p->batch, p->high_min, p->high_max,
-			  (p->flags & PCPF_FREE_HIGH_BATCH) ? "on" : "off");
+			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10);
 	}
+	/* published: the pcp layer pulls the new sizes and nodes at its next allocation */
+	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
 
 static void *discover_thread(void *arg)

@@ -7,9 +7,10 @@
  * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), hwloc is dlopen'ed and
  * the real topology replaces them (pcpm_topology_maybe_discover, from the malloc slow path,
  * with no allocator lock held, which starts a helper thread for it: a dlopen inside the
- * caller's malloc could deadlock on the caller's own locks).  The NUMA nodes found bring up
- * one zone per node (pcpm_numa_setup).  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake
- * machine.
+ * caller's malloc could deadlock on the caller's own locks).  Topology only produces sizes:
+ * it publishes them by raising pcpm_topology_gen, and the pcp layer pulls them (pageset
+ * sizes, one zone per NUMA node) at its next allocation, as the kernel's page allocator does
+ * not know who sized it.  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake machine.
  * Thread-safety: pcpm_topology_init() runs once during allocator init; discovery runs once
  * (an atomic claim) and publishes each CPU's entry before the pcps are resized.
  */
@@ -38,6 +39,9 @@ extern int pcpm_nr_cpus;
 extern int pcpm_nr_online;
 /* 0 provisional, 1 discovered with hwloc, -1 discovery failed or off. */
 extern int pcpm_topology_state;
+/* Raised (release) each time new sizes are published; the pcp layer compares it with the
+ * generation it last pulled. */
+extern _Atomic unsigned pcpm_topology_gen;
 
 void pcpm_topology_init(void);
 

@@ -104,10 +104,10 @@ int main(void)
 	uint64_t t = zone_pcp(z1, cpu)->last_decay_ms;
 	c0 = zone_pcp(z0, cpu)->count;
 	for (int k = 1; k <= 2; k++) {
-		pcp_periodic(t + (uint64_t)k * 3600000);
+		pcp_decay_all(t + (uint64_t)k * 3600000);
 		CHECK_EQ(zone_pcp(z1, cpu)->count, c1);
 	}
-	pcp_periodic(t + 3 * 3600000ull);
+	pcp_decay_all(t + 3 * 3600000ull);
 	CHECK_EQ(zone_pcp(z1, cpu)->count, 0);
 	CHECK_EQ(zone_pcp(z0, cpu)->count, c0);
 	/* every page of zone 1 is back in zone 1 */

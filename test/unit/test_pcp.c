@@ -146,7 +146,7 @@ int main(void)
 	pcp->high = 4000;
 	pcpm_cfg.decay_ms = 1;
 	pcp->last_decay_ms = 0;
-	pcp_periodic(pcpm_now_ms() + 10);
+	pcp_decay_all(pcpm_now_ms() + 10);
 	CHECK_EQ(pcp->high, 4000 - 500);
 	printf("pcp: batch %d high_min %d high_max %d, %llu drains, %llu free_high drains\n",
 	       pcp->batch, pcp->high_min, pcp->high_max, (unsigned long long)pcp->drains,

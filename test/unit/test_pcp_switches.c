@@ -154,14 +154,14 @@ int main(void)
 	pcp->high = 4000;
 	pcpm_cfg.decay_ms = 1;
 	pcp->last_decay_ms = 0;
-	pcp_periodic(pcpm_now_ms() + 10);
+	pcp_decay_all(pcpm_now_ms() + 10);
 	CHECK_EQ(pcp->high, 3500);
 	CHECK_EQ(pcp->count, count); /* below high: nothing drained */
 	pcpm_cfg.decay_mode = DECAY_COUNT_MIN;
 	pcp->high = 4000;
 	pcp->count_min = 300;
 	pcp->last_decay_ms = 0;
-	pcp_periodic(pcpm_now_ms() + 20);
+	pcp_decay_all(pcpm_now_ms() + 20);
 	CHECK_EQ(pcp->high, 3700);
 	CHECK_EQ(pcp->count_min, pcp->count);
 	/* decay never drains more than batch << 5 below count per period: high 300, count
@@ -178,7 +178,7 @@ int main(void)
 	count = pcp->count;
 	pcp->high = 300;
 	pcp->last_decay_ms = 0;
-	pcp_periodic(pcpm_now_ms() + 30);
+	pcp_decay_all(pcpm_now_ms() + 30);
 	CHECK_EQ(pcp->high, count - 2016);
 	CHECK_EQ(pcp->count, pcp->high);
 	printf("pcp switches: ok\n");

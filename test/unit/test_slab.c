@@ -17,7 +17,7 @@ int main(void)
 	pcpm_topology_init();
 	pcpm_zone_init(&pcpm_zone);
 	pcpm_pcp_init();
-	pcpm_slab_init();
+	pcpm_slab_init(0);
 
 	/* table: sizes strictly increase, 16-aligned, top class is 16 KiB */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {

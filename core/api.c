@@ -1,0 +1,281 @@
+/*
+ * api.c - the allocation API below the inline fast paths (alloc.h): argument checks common
+ * to every mode, then the one choice of front end per call - the default functions
+ * (alloc_default.h), secure mode or memcheck mode (frontend.h) - read from pcpm_mode, which
+ * pcpm_init() writes once.  Until the allocator has started, the entries take the start-up
+ * path: the early area while it serves, else pcpm_init(), then the choice.
+ * Calls the front ends, the default functions, init and the early area; called by preload/.
+ */
+#include "alloc.h"
+#include "early.h"
+#include "frontend.h"
+#include "init.h"
+
+#include <errno.h>
+#include <string.h>
+
+static inline int mode(void)
+{
+	return atomic_load_explicit(&pcpm_mode, memory_order_acquire);
+}
+
+/* The allocator has not started: start it (true), or stay with the default functions'
+ * no-wait paths and the early area (false: a signal handler).  *failed: out of memory. */
+static bool start(bool *failed)
+{
+	*failed = false;
+	if (pcpm_nested())
+		return false;
+	PCPM_INSIDE_BEGIN();
+	if (!pcpm_init()) {
+		*failed = true;
+		errno = ENOMEM;
+	}
+	PCPM_INSIDE_END();
+	return !*failed;
+}
+
+/* ---- malloc ---------------------------------------------------------------------------- */
+
+static PCPM_NOINLINE void *malloc_start(size_t n)
+{
+	bool failed;
+	if (!pcpm_nested() && !pcpm_init_done()) {
+		void *p = pcpm_early_alloc(n);
+		if (p)
+			return p;
+	}
+	if (!start(&failed))
+		return failed ? NULL : dfl_malloc_nested(n, 0);
+	return pcpm_malloc_slow(n);
+}
+
+void *pcpm_malloc_slow(size_t n)
+{
+	switch (mode()) {
+	case PCPM_MODE_DEFAULT:
+		return dfl_malloc_slow(n);
+	case PCPM_MODE_SECURE:
+		return secure_malloc(n);
+	case PCPM_MODE_MEMCHECK:
+		return vg_malloc(n);
+	default:
+		return malloc_start(n);
+	}
+}
+
+/* ---- free ------------------------------------------------------------------------------ */
+
+void pcpm_free_generic(void *p, const char *call)
+{
+	switch (mode()) {
+	case PCPM_MODE_SECURE:
+		return secure_free_generic(p, call);
+	case PCPM_MODE_MEMCHECK:
+		return vg_free_generic(p, call);
+	default: /* before the start only early blocks exist */
+		return dfl_free_generic(p, call);
+	}
+}
+
+void pcpm_free_small_slow(void *p, unsigned cls)
+{
+	if (likely(mode() == PCPM_MODE_DEFAULT))
+		return tcache_free_slow(p, cls);
+	if (mode() == PCPM_MODE_SECURE)
+		return secure_free_small(p, cls);
+	return pcpm_free_generic(p, "free");
+}
+
+void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
+{
+	if (likely(mode() == PCPM_MODE_DEFAULT))
+		return dfl_free_slab_checked(p, head, call);
+	if (mode() == PCPM_MODE_SECURE)
+		return secure_free_slab_checked(p, head, call);
+	return pcpm_free_generic(p, call);
+}
+
+/* ---- calloc, realloc, usable size ------------------------------------------------------ */
+
+void *pcpm_calloc(size_t nmemb, size_t size)
+{
+	switch (mode()) {
+	case PCPM_MODE_DEFAULT:
+		return dfl_calloc(nmemb, size);
+	case PCPM_MODE_SECURE:
+		return secure_calloc(nmemb, size);
+	case PCPM_MODE_MEMCHECK:
+		return vg_calloc(nmemb, size);
+	}
+	size_t n;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *p = pcpm_malloc(n); /* the start-up path: early area, or the start */
+	if (!p || mode() == PCPM_MODE_START)
+		return p ? dfl_calloc_clear(p, n) : NULL;
+	/* this call started the allocator: its block again, from the mode now chosen */
+	pcpm_free_call(p, "calloc");
+	return pcpm_calloc(nmemb, size);
+}
+
+static PCPM_NOINLINE void *realloc_start(void *p, size_t size)
+{
+	if (!p)
+		return pcpm_malloc(size);
+	if (size == 0 || pcpm_nested())
+		return dfl_realloc(p, size);
+	size_t usable = dfl_usable_size(p, "realloc"); /* an early block: nothing else exists */
+	if (size <= usable)
+		return p;
+	void *q = pcpm_malloc(size);
+	if (q) {
+		memcpy(q, p, usable);
+		pcpm_free_call(p, "realloc");
+	}
+	return q;
+}
+
+void *pcpm_realloc(void *p, size_t size)
+{
+	switch (mode()) {
+	case PCPM_MODE_DEFAULT:
+		return dfl_realloc(p, size);
+	case PCPM_MODE_SECURE:
+		return secure_realloc(p, size);
+	case PCPM_MODE_MEMCHECK:
+		return vg_realloc(p, size);
+	default:
+		return realloc_start(p, size);
+	}
+}
+
+void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pcpm_realloc(p, n);
+}
+
+size_t pcpm_usable_size(const void *p)
+{
+	if (!p)
+		return 0;
+	switch (mode()) {
+	case PCPM_MODE_SECURE:
+		return secure_usable_size(p);
+	case PCPM_MODE_MEMCHECK:
+		return vg_usable_size(p);
+	default:
+		return dfl_usable_size(p, "malloc_usable_size");
+	}
+}
+
+/* ---- aligned allocation ---------------------------------------------------------------- */
+
+/* align: a power of two >= 16; the fast path missed. */
+static PCPM_NOINLINE void *aligned_slow(size_t align, size_t size)
+{
+	if (align <= 16)
+		return pcpm_malloc(size);
+	for (;;) {
+		switch (mode()) {
+		case PCPM_MODE_DEFAULT:
+			return dfl_aligned_alloc(align, size);
+		case PCPM_MODE_SECURE:
+			return secure_aligned_alloc(align, size);
+		case PCPM_MODE_MEMCHECK:
+			return vg_aligned_alloc(align, size);
+		}
+		bool failed;
+		if (!start(&failed))
+			return failed ? NULL : dfl_aligned_alloc(align, size);
+	}
+}
+
+/* align: a power of two (>= 16); the fast path inline, the rest out of line, so the fast
+ * path saves no registers. */
+static inline __attribute__((always_inline)) void *aligned_alloc_pow2(size_t align, size_t size)
+{
+	void *p = pcpm_aligned_fast(align, size);
+	if (likely(p))
+		return p;
+	return aligned_slow(align, size);
+}
+
+void *pcpm_memalign(size_t align, size_t size)
+{
+	if (align > SIZE_MAX / 2 + 1) { /* glibc's limit; smaller impossible ones: ENOMEM */
+		errno = EINVAL;
+		return NULL;
+	}
+	if (align < 16)
+		align = 16;
+	if (align & (align - 1)) /* glibc rounds a non-power of two up */
+		align = (size_t)1 << (64 - __builtin_clzl(align));
+	return aligned_alloc_pow2(align, size);
+}
+
+int pcpm_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (align < sizeof(void *) || (align & (align - 1)))
+		return EINVAL;
+	void *p = pcpm_aligned_fast(MAX(align, 16), size);
+	if (!p) {
+		int e = errno;
+		p = aligned_slow(MAX(align, 16), size);
+		if (!p) {
+			errno = e;
+			return ENOMEM;
+		}
+	}
+	*out = p;
+	return 0;
+}
+
+void *pcpm_aligned_alloc(size_t align, size_t size)
+{
+	if (align == 0 || (align & (align - 1))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return aligned_alloc_pow2(MAX(align, 16), size);
+}
+
+void *pcpm_valloc(size_t size)
+{
+	return aligned_alloc_pow2(PAGE_SIZE, size);
+}
+
+void *pcpm_pvalloc(size_t size)
+{
+	size_t r = ALIGN_UP(size ? size : 1, PAGE_SIZE);
+	if (r < size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return aligned_alloc_pow2(PAGE_SIZE, r);
+}
+
+/* ---- trim ------------------------------------------------------------------------------ */
+
+int pcpm_trim(size_t pad)
+{
+	(void)pad;
+	bool failed;
+	if (mode() == PCPM_MODE_START && !start(&failed))
+		return 0; /* a handler: trimming takes every lock */
+	if (pcpm_nested())
+		return 0;
+	if (mode() == PCPM_MODE_MEMCHECK) {
+		PCPM_INSIDE_BEGIN();
+		vg_trim();
+		PCPM_INSIDE_END();
+	}
+	return dfl_trim();
+}

@@ -1,0 +1,121 @@
+/*
+ * fork.c - the pthread_atfork handlers: every allocator lock taken in the allocator's lock
+ * order before fork, released in the parent, reset in the child.  Calls every layer's lock
+ * functions (init, memcheck front end, slab, zone bring-up, pcp, zone, huge, arena, tcache);
+ * called by preload/.
+ */
+#include "alloc.h"
+#include "frontend.h"
+#include "huge_quarantine.h"
+#include "init.h"
+#include "topology.h"
+#include "vmstat.h"
+
+/*
+ * fork: take every lock in the allocator's lock order (init, kmem_caches, zone bring-up,
+ * the pcps of every zone, every zone in node order, huge and its quarantine, arena/map/meta,
+ * tcache registry) so the child gets consistent data; the child then resets the locks instead
+ * of unlocking (their owners do not exist there).  The pcps come before the zones because a
+ * pcp holder takes its zone's lock (rmqueue_bulk, free_pcppages_bulk); no path holds two zone locks.
+ */
+static void zones_lock_all(void)
+{
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = 0; n < nr; n++)
+		pcpm_lock(&pcpm_zones[n].lock);
+}
+
+static void zones_unlock_all(bool reset)
+{
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
+	for (int n = nr - 1; n >= 0; n--) {
+		if (reset)
+			pcpm_lock_reset(&pcpm_zones[n].lock);
+		else
+			pcpm_unlock(&pcpm_zones[n].lock);
+	}
+}
+
+/* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
+static __thread int fork_was_inside;
+/* This fork came from a signal handler that interrupted pcpmalloc (or from a nolock
+ * child): prepare took no lock, the child keeps to the no-wait paths (pcpm_nolock_all). */
+static __thread bool fork_nested;
+
+void pcpm_fork_prepare(void)
+{
+	if (!pcpm_init_done())
+		return;
+	if (unlikely(pcpm_nested())) {
+		/* the interrupted code may hold any lock: waiting for it would never end */
+		fork_nested = true;
+		return;
+	}
+	fork_was_inside = pcpm_inside;
+	pcpm_inside = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_init_lock();
+	if (pcpm_mode == PCPM_MODE_MEMCHECK)
+		vg_fork_prepare();
+	slab_lock_all();
+	pcpm_lock(&pcpm_zones_lock);
+	pcp_lock_all();
+	zones_lock_all();
+	huge_lock_all();
+	huge_quar_lock();
+	pcpm_arena_lock_all();
+	tcache_lock_registry();
+}
+
+void pcpm_fork_parent(void)
+{
+	if (!pcpm_init_done())
+		return;
+	if (unlikely(fork_nested)) {
+		fork_nested = false;
+		return;
+	}
+	tcache_unlock_registry();
+	pcpm_arena_unlock_all();
+	huge_quar_unlock();
+	huge_unlock_all();
+	zones_unlock_all(false);
+	pcp_unlock_all();
+	pcpm_unlock(&pcpm_zones_lock);
+	slab_unlock_all();
+	if (pcpm_mode == PCPM_MODE_MEMCHECK)
+		vg_fork_parent();
+	pcpm_init_unlock();
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
+}
+
+void pcpm_fork_child(void)
+{
+	if (!pcpm_init_done())
+		return;
+	if (unlikely(fork_nested)) {
+		/* locks stay as they were: the interrupted frame still holds its own (and
+		 * releases them when the handler returns), other threads' never come free */
+		fork_nested = false;
+		pcpm_nolock_all = 1;
+		return;
+	}
+	tcache_fork_child();
+	pcpm_random_fork_child();
+	pcpm_vmstat_fork_child();
+	pcpm_topology_fork_child();
+	pcpm_arena_reset_locks();
+	huge_quar_reset_lock();
+	huge_reset_locks();
+	zones_unlock_all(true);
+	pcp_reset_locks();
+	pcpm_lock_reset(&pcpm_zones_lock);
+	slab_reset_locks();
+	if (pcpm_mode == PCPM_MODE_MEMCHECK)
+		vg_fork_child();
+	pcpm_init_reset_lock();
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_inside = fork_was_inside;
+}
+

@@ -1,0 +1,34 @@
+/*
+ * frontend.h - the two front ends api.c may choose instead of the default functions, each in
+ * a file of its own: secure mode (secure_mode.c, PCPMALLOC_SECURE=1: canaries, junk, guard
+ * pages, quarantined huge mappings) and memcheck mode (vgmode.c: every block described to
+ * valgrind's memcheck).  Same contracts as alloc.h's pcpm_ functions; called only once the
+ * allocator has started in that mode.  Thread-safe.
+ */
+#ifndef PCPM_FRONTEND_H
+#define PCPM_FRONTEND_H
+
+#include "slab.h"
+
+void *secure_malloc(size_t n);
+void secure_free_generic(void *p, const char *call);
+void secure_free_small(void *p, unsigned cls);
+void secure_free_slab_checked(void *p, struct page *head, const char *call);
+void *secure_calloc(size_t nmemb, size_t size);
+void *secure_realloc(void *p, size_t size);
+void *secure_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
+size_t secure_usable_size(const void *p);
+
+void *vg_malloc(size_t n);
+void vg_free_generic(void *p, const char *call);
+void *vg_calloc(size_t nmemb, size_t size);
+void *vg_realloc(void *p, size_t size);
+void *vg_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
+size_t vg_usable_size(const void *p);
+void vg_trim(void); /* empties the quarantine (malloc_trim) */
+/* fork: the quarantine lock */
+void vg_fork_prepare(void);
+void vg_fork_parent(void);
+void vg_fork_child(void);
+
+#endif
