@@ -2,6 +2,7 @@
  * arena.c - arenas, page descriptors, the radix map and metadata memory (see arena.h).
  * Mirrors the kernel's memmap (struct page array) and, for growth, memory hotplug:
  * committing a chunk is the analogue of onlining memory into a zone (kernel-pcp.md §12.1).
+ * A leaf layer: calls os.c, config and the early area's and memcheck's leaves only.
  */
 #include "arena.h"
 #include "config.h"

@@ -1,6 +1,6 @@
 /*
  * config.c - the PCPMALLOC_* table (see config.h).  Defaults reproduce the newest mainline
- * kernel behaviour (kernel-pcp.md "pcpmalloc's choices" and §12.9).
+ * kernel behaviour (kernel-pcp.md "pcpmalloc's choices" and §12.9).  A leaf: calls os.c only.
  */
 #include "config.h"
 #include "os.h"

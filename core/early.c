@@ -1,5 +1,6 @@
 /*
  * early.c - the early allocator (see early.h; the kernel's memblock before mem_init()).
+ * A leaf: calls os.c only.
  */
 #include "early.h"
 #include "vgmode.h"

@@ -1,6 +1,6 @@
 /*
  * os.c - the OS primitives of pcpmalloc (see os.h).  The only file that issues mmap,
- * mprotect, madvise, futex and clock calls.
+ * mprotect, madvise, futex and clock calls.  The bottom layer: calls libc and the kernel only.
  */
 #define _GNU_SOURCE
 #include "os.h"

@@ -2,6 +2,8 @@
  * pcp.c - per-CPU pagesets (see pcp.h and kernel-pcp.md §2-§5, §9).
  * The formulas follow the newest mainline source; each seed heuristic has its switch in
  * config.h (free_high, PCPF_FREE_HIGH_BATCH, alloc_factor, count_min decay).
+ * Calls the zone (rmqueue_bulk, free_pcppages_bulk), the arena's descriptors and topology's
+ * sizes (pulled by generation); called by slab, large and the periodic work.
  */
 #define _GNU_SOURCE
 #include "pcp.h"

@@ -2,6 +2,8 @@
  * slab.c - kmem_caches (see slab.h).  Mirrors SLUB: calculate_order, set_min_partial,
  * partial lists, empty-slab discard; the batch refill/flush replaces the per-CPU sheaves
  * (kernel-pcp.md §7.2, §12.6) because pcpmalloc's sheaf is the per-thread cache.
+ * Calls the pcp (slab pages of order 0..3) and, above order 3, the zone through it; called by
+ * tcache and the front ends.
  */
 #include "slab.h"
 #include "secure.h"

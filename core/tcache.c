@@ -1,5 +1,7 @@
 /*
  * tcache.c - thread-cache slow paths: refill, flush, set-up and teardown (see tcache.h).
+ * Calls the slab layer (slab_alloc_bulk, slab_free_bulk); called by the default functions
+ * and the front ends.
  */
 #include "tcache.h"
 #include "config.h"

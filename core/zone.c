@@ -1,5 +1,7 @@
 /*
  * zone.c - the buddy allocator (see zone.h; kernel-pcp.md §4.3 "buddy basics", §12.1).
+ * Calls the arena layer (growth, descriptors) and os.c (purge); called by pcp, large and
+ * the periodic work.
  */
 #include "zone.h"
 #include "config.h"
