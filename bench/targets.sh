@@ -77,7 +77,8 @@ if want 1; then
 	[ $quick = 1 ] && sizes="64"
 	echo "bench/fastpath build $sizes" >"$out/fastpath.cmd"
 	if command -v valgrind >/dev/null; then
-		bash "$src/bench/fastpath" "$build" -l "100 0" $sizes >"$out/fastpath.txt" 2>"$out/fastpath.err" ||
+		bash "$src/bench/fastpath" "$build" -l "100 0" $sizes >"$out/fastpath.txt" \
+			2>"$out/fastpath.err" ||
 			echo "targets.sh: bench/fastpath failed (see $out/fastpath.err)" >&2
 	else
 		echo "valgrind is not installed" >"$out/fastpath.err"

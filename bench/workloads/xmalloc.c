@@ -1,13 +1,14 @@
 /* wl-xmalloc - the xmalloc-test pattern (Lever and Boreham, "malloc() Performance in a
  * Multithreaded Linux Environment", USENIX 2000): allocating threads only allocate small
- * objects (8-256 B from a fixed list of sizes), fill batches of them and put the batches on a
- * shared queue; freeing threads only take batches and free every object in them.  Every free
- * is remote and the allocating threads never see their memory again through their own frees.
- * The queue holds at most Q batches (the allocators then wait), bounding the live memory. */
+ * objects (64 B by default, as one size class; -s 0: 8-256 B from a list of sizes), write
+ * their first 128 bytes, fill batches of 4096 of them and put the batches on a shared queue;
+ * freeing threads only take batches and free every object in them.  Every free is remote
+ * and the allocating threads never see their memory again through their own frees.  The
+ * queue holds at most Q batches (the allocators then wait), bounding the live memory. */
 #include "wl.h"
 #include <sched.h>
 
-static long threads = 2, nbatches = 10000, batch = 1024, qmax = 8;
+static long threads = 2, nbatches = 1500, batch = 4096, qmax = 100, fixed = 64, touch = 128;
 
 static const unsigned short sizes[] = {8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256};
 
@@ -50,8 +51,11 @@ static void *alloc_thread(void *p)
 		e->n = batch;
 		e->next = NULL;
 		for (long i = 0; i < batch; i++) {
-			size_t n = sizes[wl_rand(&s) % (sizeof sizes / sizeof sizes[0])];
+			size_t n = fixed ? (size_t)fixed
+					 : sizes[wl_rand(&s) % (sizeof sizes / sizeof sizes[0])];
 			unsigned char *o = wl_xmalloc(n);
+			if (touch)
+				memset(o, (int)i, n < (size_t)touch ? n : (size_t)touch);
 			o[0] = (unsigned char)n;
 			o[n - 1] = (unsigned char)i;
 			check += n;
@@ -114,10 +118,12 @@ int main(int argc, char **argv)
 {
 	struct wl_opt o[] = {{'t', "threads (half allocate, half free; at least 2)", &threads},
 			     {'n', "batches in all", &nbatches}, {'b', "objects per batch", &batch},
-			     {'q', "batches queued at most", &qmax}};
+			     {'q', "batches queued at most", &qmax},
+			     {'s', "object size (0: 8-256 B from a list)", &fixed},
+			     {'m', "bytes written into each object (at most its size)", &touch}};
 	wl_parse(argc, argv, "xmalloc-test: allocating threads hand batches of small objects to "
-		 "freeing threads", o, 4);
-	if (threads < 2 || batch < 1 || qmax < 1)
+		 "freeing threads", o, 6);
+	if (threads < 2 || batch < 1 || qmax < 1 || (fixed && fixed < 2))
 		return fprintf(stderr, "bad options\n"), 2;
 	produced_left = consumed_left = nbatches;
 	struct arg a[threads];
