@@ -5,7 +5,8 @@
 # raw outputs beside it.  8-15 minutes on 2 CPUs; --quick (a smoke test, about a minute)
 # uses small sizes and one run, so its figures only show that everything runs.
 #
-#   1 fast path       bench/fastpath (callgrind instructions per malloc+free pair)
+#   1 fast path       bench/fastpath (callgrind instructions per malloc+free pair, 100 and 0
+#                     live objects)
 #   2, 3 suite        pcpmalloc-ab --suite: time and peak RSS, geomeans and worst ratios
 #   4 producer/cons.  pcpmalloc-ab --suite --only xthread-small,xthread-large, nproc/2 pairs
 #   5 scaling         bench/scaling.sh -w churn, threads 1, 2, 4 ... up to nproc
@@ -72,11 +73,12 @@ q=()
 # 1: fast path (callgrind counts do not depend on the load)
 if want 1; then
 	log "target 1: bench/fastpath"
-	sizes="16 32 64 256 1024"
+	sizes="16 32 64 128 256 512 1024 aligned64 sized32 delete32"
 	[ $quick = 1 ] && sizes="64"
 	echo "bench/fastpath build $sizes" >"$out/fastpath.cmd"
 	if command -v valgrind >/dev/null; then
-		bash "$src/bench/fastpath" "$build" $sizes >"$out/fastpath.txt" 2>"$out/fastpath.err" ||
+		bash "$src/bench/fastpath" "$build" -l "100 0" $sizes >"$out/fastpath.txt" \
+			2>"$out/fastpath.err" ||
 			echo "targets.sh: bench/fastpath failed (see $out/fastpath.err)" >&2
 	else
 		echo "valgrind is not installed" >"$out/fastpath.err"

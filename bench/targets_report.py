@@ -58,28 +58,47 @@ def yes(ok):
 
 
 def t1(d):
+    """bench/fastpath's rows (case, live, one figure per allocator): the table at the first
+    live count (100: objects of the size held live, as in real programs), the other counts
+    (0) as a reference column; the verdict (issue 17) on the plain sizes with live objects."""
     txt = read(d, 'fastpath.txt')
     if not txt:
         return no_figures('target 1: no bench/fastpath output', '## Target 1: fast path',
                           ': ' + (read(d, 'fastpath.err') or '').strip())
     lines = [l.split() for l in txt.splitlines() if l.strip()]
-    head = lines[0][1:]
-    rows, ok = [], True
+    head = lines[0][2:]
+    cells, order, lives = {}, [], []
     for l in lines[1:]:
-        if not l[0].isdigit():
+        if not re.fullmatch(r'[a-z]*[0-9]+', l[0]) or len(l) < 3:
             continue
-        v = dict(zip(head, l[1:]))
+        v = dict(zip(head, l[2:]))
+        for a, x in v.items():
+            if re.fullmatch(r'[0-9.]+', x):
+                sane(f'target 1 {l[0]} live {l[1]} {a}', float(x))
+        if l[0] not in order:
+            order.append(l[0])
+        if l[1] not in lives:
+            lives.append(l[1])
+        cells[l[0], l[1]] = v
+    notes = [l for l in txt.splitlines() if l.startswith('(sized free')]
+    rows, ok = [], True
+    for c in order:
+        v = cells.get((c, lives[0]), {})
         num = {a: float(x) for a, x in v.items() if re.fullmatch(r'[0-9.]+', x)}
-        for a in num:
-            sane(f'target 1 size {l[0]} {a}', num[a])
         p, m, g = num.get('pcpmalloc'), num.get('mimalloc'), num.get('glibc')
         met = p is not None and (m is None or p <= m) and (g is None or p < g)
-        ok &= met
-        rows.append([l[0]] + [v.get(a, '-') for a in ALLOCS] + ['yes' if met else 'no'])
-    return (f'## Target 1: fast path\n\nInstructions per malloc+free pair, one thread (callgrind). '
-            f'{cmd(d, "fastpath")} Target: pcpmalloc at most mimalloc and below glibc at every '
-            f'size: {yes(ok)}.\n\n' +
-            table(['size (B)'] + ALLOCS + ['pcpmalloc <= mimalloc, < glibc'], rows))
+        if c.isdigit():
+            ok &= met
+        ref = [' / '.join(cells.get((c, lv), {}).get(a, '-') for a in ALLOCS) for lv in lives[1:]]
+        rows.append([c] + [v.get(a, '-') for a in ALLOCS] + ['yes' if met else 'no'] + ref)
+    return (f'## Target 1: fast path\n\nInstructions per allocate+free pair, one thread, with '
+            f'{lives[0]} objects of the size held live (callgrind). {cmd(d, "fastpath")} Target '
+            f'(issue 17): pcpmalloc at most mimalloc and below glibc at every plain size: '
+            f'{yes(ok)}. Cases: SIZE = malloc+free; alignedA = posix_memalign(A, A)+free; '
+            f'sizedS = malloc+sized free; deleteS = operator new + sized operator delete. '
+            f'{" ".join(notes)}\n\n' +
+            table(['case'] + ALLOCS + ['pcpmalloc <= mimalloc, < glibc'] +
+                  [f'{lv} live: ' + ' / '.join(ALLOCS) for lv in lives[1:]], rows))
 
 
 def load_suite(d, name):
