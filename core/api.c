@@ -276,6 +276,10 @@ int pcpm_trim(size_t pad)
 		PCPM_INSIDE_BEGIN();
 		vg_trim();
 		PCPM_INSIDE_END();
+	} else if (mode() == PCPM_MODE_SECURE) {
+		PCPM_INSIDE_BEGIN();
+		secure_trim();
+		PCPM_INSIDE_END();
 	}
 	return dfl_trim();
 }

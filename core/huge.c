@@ -249,7 +249,6 @@ static void *__huge_gather(size_t len)
 
 void *huge_alloc(size_t len, size_t align)
 {
-	huge_drain_deferred(huge_free);
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	if (align <= HUGE_ALIGN) {
 		/* best fit among the cached mappings */

@@ -128,6 +128,8 @@ static void *large_alloc_checked(size_t req, size_t align, bool *run)
 	size_t hlen = ALIGN_UP(req, PAGE_SIZE) + PAGE_SIZE;
 	if (unlikely(pcpm_nested()))
 		return huge_arm(huge_alloc_nested(hlen, align), req);
+	/* mappings handlers freed: quarantined, not cached where their old pointers point */
+	huge_drain_deferred(huge_free_quarantined);
 	size_t size = req + (req >= SECURE_GUARD_MIN ? PAGE_SIZE : 0); /* room for the guard */
 	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
 		return huge_arm(huge_alloc(hlen, align), req);
@@ -413,6 +415,11 @@ static size_t usable_size(const void *p, const char *call)
 size_t secure_usable_size(const void *p)
 {
 	return usable_size(p, "malloc_usable_size");
+}
+
+void secure_trim(void)
+{
+	huge_drain_deferred(huge_free_quarantined);
 }
 
 /* ---- realloc --------------------------------------------------------------------------- */
