@@ -541,7 +541,7 @@ void huge_cache_decay(uint64_t now)
  * the mapping leaves are cleared before the system call frees them: from then on the kernel
  * may hand the range to another thread's mapping, whose granules must stay set.
  */
-void *huge_realloc(struct region *r, size_t len)
+static void *__huge_realloc(struct region *r, size_t len)
 {
 	if (len == r->len)
 		return huge_base(r);
@@ -582,6 +582,15 @@ void *huge_realloc(struct region *r, size_t len)
 	return p;
 }
 
+void *huge_realloc(struct region *r, size_t len)
+{
+	/* a failed mremap (ENOMEM: no room to grow in place; EFAULT: several VMAs) is no
+	 * failure of realloc, which moves the block then: errno stays as the program left it */
+	int e = errno;
+	void *p = __huge_realloc(r, len);
+	errno = e;
+	return p;
+}
 
 void huge_init(bool hide_bases)
 {

@@ -60,7 +60,7 @@ void huge_free_nested(struct region *r);
 void huge_drain_deferred(void (*free_fn)(struct region *r));
 
 /* Grows or shrinks r to len bytes with mremap (4 MiB alignment kept); NULL when it cannot
- * (r unchanged: the caller copies). */
+ * (r unchanged: the caller copies).  errno is kept either way. */
 void *huge_realloc(struct region *r, size_t len);
 
 /* Unmaps every cached mapping; true when there was one (malloc_trim, address space
