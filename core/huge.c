@@ -597,6 +597,11 @@ void huge_init(bool hide_bases)
 	pcpm_huge_base_mask = hide_bases ? (uintptr_t)1 << 63 : 0;
 }
 
+size_t huge_cache_resident(void)
+{
+	return __atomic_load_n(&huge_cached_bytes, __ATOMIC_RELAXED);
+}
+
 void huge_usage(size_t *count, size_t *bytes)
 {
 	*count = atomic_load_explicit(&huge_count, memory_order_relaxed);

@@ -68,6 +68,8 @@ void *huge_realloc(struct region *r, size_t len);
 bool huge_cache_drain(void);
 /* Periodic work: cached mappings unused for half a decay period give their pages back. */
 void huge_cache_decay(uint64_t now_ms);
+/* Resident bytes in the cache, not yet purged (racy: the decay worker's "anything to do?"). */
+size_t huge_cache_resident(void);
 /* Mappings, live and cached: count and bytes (mallinfo; lock-free: signal handlers). */
 void huge_usage(size_t *count, size_t *bytes);
 

@@ -366,6 +366,7 @@ static void free_slow(void *p, struct page *pg, const char *call)
 		}
 		huge_drain_deferred(huge_free_quarantined);
 		huge_free_quarantined(r);
+		zone_note_free(); /* the decay worker, asleep, purges the cached mapping */
 		return;
 	}
 	dfl_free_slow(p, pg, call); /* an early block, or no block: abort */

@@ -164,6 +164,7 @@ static void vg_release(void *p)
 		large_free(pg);
 	else
 		huge_free(pcpm_region_of(p));
+	zone_note_free(); /* the decay worker, asleep, purges what came free */
 }
 
 static void vg_free(void *p, struct page *pg, const char *call)
