@@ -36,6 +36,7 @@ static void *aligned_alloc_core(size_t align, size_t size)
 			}
 		}
 	}
+	huge_drain_deferred(huge_free);
 	for (bool retried = false;; retried = true) {
 		bool run;
 		void *p = large_alloc(MAX(size, SLAB_MAX_SIZE + 1), align, &run);

@@ -93,6 +93,7 @@ static void *__malloc_slow(size_t n)
 			p = NULL;
 		} else {
 			bool run;
+			huge_drain_deferred(huge_free);
 			p = large_alloc(n, 0, &run);
 			if (p)
 				pcpm_count_malloc(run);

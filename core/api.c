@@ -10,6 +10,7 @@
 #include "early.h"
 #include "frontend.h"
 #include "init.h"
+#include "vmstat.h"
 
 #include <errno.h>
 #include <string.h>
@@ -66,34 +67,60 @@ void *pcpm_malloc_slow(size_t n)
 
 /* ---- free ------------------------------------------------------------------------------ */
 
+static PCPM_NOINLINE void periodic_after_free(void)
+{
+	if (pcpm_nested()) /* a handler: the periodic work takes locks; a later call runs it */
+		return;
+	PCPM_INSIDE_BEGIN();
+	pcpm_vmstat_maybe_run();
+	PCPM_INSIDE_END();
+}
+
+/* A free's pcp drain (pcp_free) may have found its CPU's decay period passed and flagged the
+ * periodic work: frees run it as mallocs do, so a program that only frees still decays and
+ * purges (the lazy vmstat_update; pcp_free ran it itself before the work moved to vmstat.c). */
+static inline void free_done(void)
+{
+	if (unlikely(__atomic_load_n(&pcpm_pcp_periodic_due, __ATOMIC_RELAXED)))
+		periodic_after_free();
+}
+
 void pcpm_free_generic(void *p, const char *call)
 {
 	switch (mode()) {
 	case PCPM_MODE_SECURE:
-		return secure_free_generic(p, call);
+		secure_free_generic(p, call);
+		break;
 	case PCPM_MODE_MEMCHECK:
-		return vg_free_generic(p, call);
+		vg_free_generic(p, call);
+		break;
 	default: /* before the start only early blocks exist */
-		return dfl_free_generic(p, call);
+		dfl_free_generic(p, call);
+		break;
 	}
+	free_done();
 }
 
 void pcpm_free_small_slow(void *p, unsigned cls)
 {
 	if (likely(mode() == PCPM_MODE_DEFAULT))
-		return tcache_free_slow(p, cls);
-	if (mode() == PCPM_MODE_SECURE)
-		return secure_free_small(p, cls);
-	return pcpm_free_generic(p, "free");
+		tcache_free_slow(p, cls);
+	else if (mode() == PCPM_MODE_SECURE)
+		secure_free_small(p, cls);
+	else
+		return pcpm_free_generic(p, "free");
+	free_done();
 }
 
 void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 {
 	if (likely(mode() == PCPM_MODE_DEFAULT))
-		return dfl_free_slab_checked(p, head, call);
-	if (mode() == PCPM_MODE_SECURE)
-		return secure_free_slab_checked(p, head, call);
-	return pcpm_free_generic(p, call);
+		dfl_free_slab_checked(p, head, call);
+	else if (mode() == PCPM_MODE_SECURE)
+		secure_free_slab_checked(p, head, call);
+	else
+		return pcpm_free_generic(p, call);
+	free_done();
 }
 
 /* ---- calloc, realloc, usable size ------------------------------------------------------ */
@@ -275,6 +302,10 @@ int pcpm_trim(size_t pad)
 	if (mode() == PCPM_MODE_MEMCHECK) {
 		PCPM_INSIDE_BEGIN();
 		vg_trim();
+		PCPM_INSIDE_END();
+	} else if (mode() == PCPM_MODE_SECURE) {
+		PCPM_INSIDE_BEGIN();
+		secure_trim();
 		PCPM_INSIDE_END();
 	}
 	return dfl_trim();

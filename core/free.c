@@ -74,6 +74,7 @@ void dfl_free_slow(void *p, struct page *pg, const char *call)
 		}
 		huge_drain_deferred(huge_free);
 		huge_free(r);
+		zone_note_free(); /* the decay worker, asleep, purges the cached mapping */
 		return;
 	}
 	pcpm_bad_pointer(call, p);

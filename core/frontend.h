@@ -18,6 +18,9 @@ void *secure_calloc(size_t nmemb, size_t size);
 void *secure_realloc(void *p, size_t size);
 void *secure_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
 size_t secure_usable_size(const void *p);
+/* malloc_trim's secure part, before the default one: the huge mappings signal handlers
+ * freed go through the quarantine (the default trim would cache and unmap them). */
+void secure_trim(void);
 
 void *vg_malloc(size_t n);
 void vg_free_generic(void *p, const char *call);

@@ -249,7 +249,6 @@ static void *__huge_gather(size_t len)
 
 void *huge_alloc(size_t len, size_t align)
 {
-	huge_drain_deferred(huge_free);
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	if (align <= HUGE_ALIGN) {
 		/* best fit among the cached mappings */
@@ -542,7 +541,7 @@ void huge_cache_decay(uint64_t now)
  * the mapping leaves are cleared before the system call frees them: from then on the kernel
  * may hand the range to another thread's mapping, whose granules must stay set.
  */
-void *huge_realloc(struct region *r, size_t len)
+static void *__huge_realloc(struct region *r, size_t len)
 {
 	if (len == r->len)
 		return huge_base(r);
@@ -583,10 +582,24 @@ void *huge_realloc(struct region *r, size_t len)
 	return p;
 }
 
+void *huge_realloc(struct region *r, size_t len)
+{
+	/* a failed mremap (ENOMEM: no room to grow in place; EFAULT: several VMAs) is no
+	 * failure of realloc, which moves the block then: errno stays as the program left it */
+	int e = errno;
+	void *p = __huge_realloc(r, len);
+	errno = e;
+	return p;
+}
 
 void huge_init(bool hide_bases)
 {
 	pcpm_huge_base_mask = hide_bases ? (uintptr_t)1 << 63 : 0;
+}
+
+size_t huge_cache_resident(void)
+{
+	return __atomic_load_n(&huge_cached_bytes, __ATOMIC_RELAXED);
 }
 
 void huge_usage(size_t *count, size_t *bytes)

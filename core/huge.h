@@ -41,7 +41,8 @@ void huge_init(bool hide_bases);
 
 /* A mapping of len bytes (a page multiple), aligned to max(align, HUGE_ALIGN): from the
  * cache (best fit, split or shrunk; or gathered from several cached mappings) or fresh.
- * NULL with errno from mmap (ENOMEM) when neither works. */
+ * NULL with errno from mmap (ENOMEM) when neither works.  Frees nothing handlers deferred:
+ * the front end drains them first, with its own free (huge_drain_deferred). */
 void *huge_alloc(size_t len, size_t align);
 /* From a signal handler: always fresh, trylocks only; NULL when a lock is taken. */
 void *huge_alloc_nested(size_t len, size_t align);
@@ -51,12 +52,15 @@ void huge_free(struct region *r);
 /* From a signal handler: unmapped at once when its struct came from the lock-free pool,
  * else deferred to the next huge_alloc / huge_free outside a handler. */
 void huge_free_nested(struct region *r);
-/* Frees what signal handlers deferred, with free_fn (huge_free, or the secure front end's
- * huge_free_quarantined); cheap when nothing is.  huge_alloc drains with huge_free. */
+/* Frees what signal handlers deferred, with free_fn: huge_free in the default and memcheck
+ * modes, the secure front end's huge_free_quarantined in secure mode (a mapping a handler
+ * freed is quarantined like any other); cheap when nothing is.  Each front end calls it
+ * before its large allocations, in its huge free and in malloc_trim: this layer cannot
+ * know which free applies. */
 void huge_drain_deferred(void (*free_fn)(struct region *r));
 
 /* Grows or shrinks r to len bytes with mremap (4 MiB alignment kept); NULL when it cannot
- * (r unchanged: the caller copies). */
+ * (r unchanged: the caller copies).  errno is kept either way. */
 void *huge_realloc(struct region *r, size_t len);
 
 /* Unmaps every cached mapping; true when there was one (malloc_trim, address space
@@ -64,6 +68,8 @@ void *huge_realloc(struct region *r, size_t len);
 bool huge_cache_drain(void);
 /* Periodic work: cached mappings unused for half a decay period give their pages back. */
 void huge_cache_decay(uint64_t now_ms);
+/* Resident bytes in the cache, not yet purged (racy: the decay worker's "anything to do?"). */
+size_t huge_cache_resident(void);
 /* Mappings, live and cached: count and bytes (mallinfo; lock-free: signal handlers). */
 void huge_usage(size_t *count, size_t *bytes);
 

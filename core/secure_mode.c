@@ -128,6 +128,8 @@ static void *large_alloc_checked(size_t req, size_t align, bool *run)
 	size_t hlen = ALIGN_UP(req, PAGE_SIZE) + PAGE_SIZE;
 	if (unlikely(pcpm_nested()))
 		return huge_arm(huge_alloc_nested(hlen, align), req);
+	/* mappings handlers freed: quarantined, not cached where their old pointers point */
+	huge_drain_deferred(huge_free_quarantined);
 	size_t size = req + (req >= SECURE_GUARD_MIN ? PAGE_SIZE : 0); /* room for the guard */
 	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
 		return huge_arm(huge_alloc(hlen, align), req);
@@ -364,6 +366,7 @@ static void free_slow(void *p, struct page *pg, const char *call)
 		}
 		huge_drain_deferred(huge_free_quarantined);
 		huge_free_quarantined(r);
+		zone_note_free(); /* the decay worker, asleep, purges the cached mapping */
 		return;
 	}
 	dfl_free_slow(p, pg, call); /* an early block, or no block: abort */
@@ -413,6 +416,11 @@ static size_t usable_size(const void *p, const char *call)
 size_t secure_usable_size(const void *p)
 {
 	return usable_size(p, "malloc_usable_size");
+}
+
+void secure_trim(void)
+{
+	huge_drain_deferred(huge_free_quarantined);
 }
 
 /* ---- realloc --------------------------------------------------------------------------- */

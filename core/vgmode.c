@@ -5,6 +5,7 @@
  * (alloc_default.h), tcache, large, huge and the memcheck leaf (vg.c).
  */
 #include "alloc_default.h"
+#include "early.h"
 #include "frontend.h"
 #include "large.h"
 #include "vgmode.h"
@@ -163,6 +164,7 @@ static void vg_release(void *p)
 		large_free(pg);
 	else
 		huge_free(pcpm_region_of(p));
+	zone_note_free(); /* the decay worker, asleep, purges what came free */
 }
 
 static void vg_free(void *p, struct page *pg, const char *call)
@@ -170,8 +172,13 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	size_t usable = vg_block_usable(p, pg);
 	/* memcheck reports a bad free with the program's stack; pcpmalloc then aborts */
 	VALGRIND_FREELIKE_BLOCK(p, 0);
-	if (!usable)
-		dfl_free_slow(p, pg, call); /* aborts: no block of pcpmalloc's */
+	if (!usable) {
+		/* an early block (served before the start: the mode forced outside valgrind,
+		 * where the early area serves) goes back to the area, never to the quarantine;
+		 * anything else aborts */
+		dfl_free_slow(p, pg, call);
+		return;
+	}
 	vg_open_obj(p);
 	uintptr_t key = ((uintptr_t *)p)[1];
 	if (key == vg_quarantine_key())
@@ -247,10 +254,15 @@ void vg_trim(void)
 static void *__vg_realloc(void *p, size_t size)
 {
 	struct page *pg = pcpm_page_of(p);
-	size_t usable = vg_block_usable(p, pg);
-	if (!usable)
-		dfl_free_slow(p, pg, "realloc"); /* aborts */
-	size_t old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
+	size_t usable = vg_block_usable(p, pg), old;
+	if (usable) {
+		old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
+	} else if (pcpm_is_early(p)) { /* served before the start: moves out of the area */
+		old = pcpm_early_usable(p, "realloc");
+	} else {
+		dfl_free_slow(p, pg, "realloc"); /* aborts: no block of pcpmalloc's */
+		return NULL;
+	}
 	void *q = vg_malloc(size);
 	if (!q)
 		return NULL;

@@ -34,7 +34,7 @@ static bool need_update(void)
 		if (pcpm_zones[n].dirty_pages)
 			return true;
 	}
-	return false;
+	return huge_cache_resident() > 0; /* freed mappings not yet purged (huge_cache_decay) */
 }
 
 void pcpm_periodic(uint64_t now)

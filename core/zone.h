@@ -172,7 +172,8 @@ static inline int ilog2_ceil(size_t n)
 /*
  * The background worker (vmstat.c, PCPMALLOC_DECAY_THREAD=1) sleeps on this word (a futex)
  * while there is nothing to decay or purge; 1 while it sleeps.  Free paths that make memory
- * free call zone_note_free(), which wakes it: one relaxed load when nobody sleeps.
+ * free call zone_note_free(), which wakes it: one relaxed load when nobody sleeps (the front
+ * ends' huge frees too: the huge layer, below the zone, cannot).
  */
 extern _Atomic int pcpm_zone_free_waiter PCPM_HIDDEN;
 void zone_wake_waiter(void);

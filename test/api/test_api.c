@@ -14,6 +14,7 @@
 #include <malloc.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "testutil.h"
@@ -197,6 +198,47 @@ static void test_free_null_and_errno(void)
 	errno = 77;
 	free(NULL);
 	CHECK_EQ(errno, 77);
+}
+
+/* A successful call leaves errno alone, also where a system call failed on the way (a huge
+ * block that cannot grow in place: mremap fails with ENOMEM, or EFAULT for a mapping
+ * gathered from several, and the block moves). */
+static void test_success_keeps_errno(void)
+{
+	const size_t sizes[] = {100, 20 * TU_KIB, 300 * TU_KIB, 5 * TU_MIB, 70 * TU_MIB};
+	for (int round = 0; round < 2; round++) {
+		for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+			size_t n = sizes[i];
+			errno = 4242;
+			char *p = malloc(n);
+			CHECK(p != NULL);
+			memset(p, 1, n);
+			/* something right after the block: it cannot grow in place */
+			size_t end = ((uintptr_t)p + n + page_size - 1) & ~(page_size - 1);
+			void *wall = mmap((void *)end, page_size, PROT_NONE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+			errno = 4242; /* (EEXIST when something is there already) */
+			char *q = realloc(p, 2 * n);
+			CHECK(q != NULL);
+			CHECK(q[n - 1] == 1);
+			CHECKF(errno == 4242, "realloc(%zu-byte block, %zu) changed errno to %d", n,
+			       2 * n, errno);
+			q = realloc(q, n / 2 + 1);
+			CHECK(q != NULL);
+			CHECKF(errno == 4242, "realloc(%zu-byte block, %zu) changed errno to %d",
+			       2 * n, n / 2 + 1, errno);
+			free(q);
+			if (wall != MAP_FAILED)
+				munmap(wall, page_size);
+			void *c = calloc(1, n), *m = memalign(4096, n);
+			CHECK(c != NULL && m != NULL);
+			CHECK(malloc_usable_size(m) >= n);
+			free(c);
+			free(m);
+			CHECKF(errno == 4242, "calloc/memalign/free of %zu bytes changed errno to %d",
+			       n, errno);
+		}
+	}
 }
 
 static void test_calloc(void)
@@ -1258,6 +1300,7 @@ int main(void)
 		{"no overlap", test_no_overlap},
 		{"malloc impossible sizes", test_malloc_impossible},
 		{"free(NULL) and errno", test_free_null_and_errno},
+		{"successful calls keep errno", test_success_keeps_errno},
 		{"calloc", test_calloc},
 		{"calloc after page runs were split", test_calloc_after_split},
 		{"realloc", test_realloc},

@@ -3,7 +3,10 @@
  * after a burst of 4-32 KiB blocks is freed, the background worker runs decay_pcp_high and
  * the purge with no further allocator calls from the program, so the pages the pcps and the
  * zone kept after the burst go back to the kernel.  The main thread only sleeps and reads
- * counters (pcpmalloc_stat does not allocate).
+ * counters (pcpmalloc_stat does not allocate).  Then, with the worker asleep (nothing left to
+ * do), huge blocks are freed into the huge-mapping cache: the free wakes the worker, which
+ * purges them once they stayed unused (they stayed resident for good before: the worker
+ * neither woke for them nor counted them as work).
  */
 #include "testutil.h"
 
@@ -46,5 +49,30 @@ int main(void)
 	 * stays is the structural floor: partial slabs (min_partial), pcp high_min, caches. */
 	CHECKF(rss <= before + 12 * (long long)TU_MIB,
 	       "RSS stayed at %lld MiB (before the burst %lld MiB)", rss >> 20, before >> 20);
+
+	/* huge blocks freed while the worker sleeps */
+	usleep(500 * 1000);
+	enum { H = 8 };
+	static void *h[H];
+	for (int i = 0; i < H; i++) {
+		h[i] = malloc(10 * TU_MIB);
+		CHECK(h[i]);
+		memset(h[i], 0x5a, 10 * TU_MIB);
+	}
+	long long hpeak = tu_rss_bytes();
+	CHECK(hpeak > rss + 60 * (long long)TU_MIB);
+	for (int i = 0; i < H; i++)
+		free(h[i]);
+	long long hrss = tu_rss_bytes();
+	t0 = tu_now();
+	while (tu_now() - t0 < 10 && hrss > rss + 12 * (long long)TU_MIB) {
+		usleep(100 * 1000);
+		hrss = tu_rss_bytes();
+	}
+	printf("huge blocks: rss peak %lld MiB, after %.1f s idle %lld MiB\n", hpeak >> 20,
+	       tu_now() - t0, hrss >> 20);
+	CHECKF(hrss <= rss + 12 * (long long)TU_MIB,
+	       "RSS stayed at %lld MiB after the huge blocks were freed (before them %lld MiB)",
+	       hrss >> 20, rss >> 20);
 	return 0;
 }
