@@ -41,13 +41,20 @@ static bool start(bool *failed)
 static PCPM_NOINLINE void *malloc_start(size_t n)
 {
 	bool failed;
-	if (!pcpm_nested() && !pcpm_init_done()) {
+	if (!pcpm_init_done()) {
 		void *p = pcpm_early_alloc(n);
 		if (p)
 			return p;
 	}
-	if (!start(&failed))
-		return failed ? NULL : dfl_malloc_nested(n, 0);
+	if (!start(&failed)) {
+		/* a handler: the early area only, until another thread has chosen the mode (a
+		 * default block handed out meanwhile would be foreign to a secure or memcheck
+		 * front end) */
+		if (failed || mode() == PCPM_MODE_START) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	return pcpm_malloc_slow(n);
 }
 
@@ -152,9 +159,11 @@ static PCPM_NOINLINE void *realloc_start(void *p, size_t size)
 {
 	if (!p)
 		return pcpm_malloc(size);
-	if (size == 0 || pcpm_nested())
+	if (size == 0)
 		return dfl_realloc(p, size);
-	size_t usable = dfl_usable_size(p, "realloc"); /* an early block: nothing else exists */
+	/* an early block: nothing else exists (pcpm_malloc and the early free never wait, so
+	 * a handler takes this path too) */
+	size_t usable = dfl_usable_size(p, "realloc");
 	if (size <= usable)
 		return p;
 	void *q = pcpm_malloc(size);
@@ -220,8 +229,12 @@ static PCPM_NOINLINE void *aligned_slow(size_t align, size_t size)
 			return vg_aligned_alloc(align, size);
 		}
 		bool failed;
-		if (!start(&failed))
-			return failed ? NULL : dfl_aligned_alloc(align, size);
+		if (!start(&failed) && (failed || mode() == PCPM_MODE_START)) {
+			/* out of memory; or a handler before any thread chose the mode: the early
+			 * area serves no aligned block */
+			errno = ENOMEM;
+			return NULL;
+		}
 	}
 }
 

@@ -635,6 +635,9 @@ void pcp_unlock_all(void)
 
 void pcp_reset_locks(void)
 {
+	/* a resize in flight on another thread at the fork: the child pulls the sizes again */
+	atomic_store_explicit(&pulling, 0, memory_order_relaxed);
+	atomic_store_explicit(&pulled_gen, 0, memory_order_relaxed);
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
 	for (int n = 0; n < nr; n++)
 		for (int i = 0; i < pcpm_nr_cpus; i++)
