@@ -19,8 +19,9 @@ thread (PCPMALLOC_CPU_SOURCE=tid: the CPU is a hash of the thread id), reads the
            acquisitions of lock L per call, h_L = its mean hold time; each of N CPUs running
            the workload holds L for a share a_L * h_L / t_call of its time, so the lock is
            busy N * a_L * h_L / t_call of the time.  The busiest lock is the one with the
-           smallest N_half.  All instances of a lock (the per-class kmem_cache locks, the
-           per-node zone locks) are summed as if they were one lock: a lower bound.
+           smallest N_half.  a_L counts the busiest instance of the lock when the statistics
+           give it (`<name>_lock_busiest`: the class's or node's instance taken most), else
+           all instances summed as if they were one lock (a lower bound).
   by lock  acquisitions per 1000 calls of each lock (the name without `_lock`), most first.
 
 Counters are exact on this 2-CPU VM (they count what the data structures do, not how fast it
@@ -58,7 +59,8 @@ WORKLOADS = {
 
 
 def lock_profile(st):
-    """{name: (acq, contended, wait_ns, hold_ns or None)} for every top-level <name>_lock."""
+    """{name: (acq, contended, wait_ns, hold_ns or None, acquisitions of the busiest instance)}
+    for every top-level <name>_lock."""
     out = {}
     for k, v in st.items():
         m = re.fullmatch(r'([a-z0-9_]+)_lock', k)
@@ -66,8 +68,10 @@ def lock_profile(st):
             continue
         n = m.group(1)
         hold = st.get(n + '_lock_hold_ns')
+        busiest = st.get(n + '_lock_busiest')
         out[n] = (v, st.get(n + '_lock_contended', 0), st.get(n + '_lock_wait_ns', 0),
-                  hold if isinstance(hold, (int, float)) and hold > 0 else None)
+                  hold if isinstance(hold, (int, float)) and hold > 0 else None,
+                  busiest if isinstance(busiest, (int, float)) else v)
     return out
 
 
@@ -110,19 +114,20 @@ def summarise(runs, borrow=None):
     names = sorted({n for r in runs for n in r['locks']})
     per = {}
     for n in names:
-        acq = median([r['locks'].get(n, (0, 0, 0, None))[0] / max(1, r['calls']) for r in runs])
-        cont = median([r['locks'].get(n, (0, 0, 0, None))[1] / max(1, r['calls']) for r in runs])
+        acq = median([r['locks'].get(n, (0, 0, 0, None, 0))[0] / max(1, r['calls']) for r in runs])
+        cont = median([r['locks'].get(n, (0, 0, 0, None, 0))[1] / max(1, r['calls']) for r in runs])
         holds = [r['locks'][n][3] for r in runs if n in r['locks'] and r['locks'][n][3]]
         hold, borrowed = (median(holds), False) if holds else (None, False)
         if hold is None and borrow and borrow.get(n):
             hold, borrowed = borrow[n], True
-        per[n] = {'acq': acq, 'cont': cont, 'hold': hold, 'borrowed': borrowed}
+        top = median([r['locks'].get(n, (0, 0, 0, None, 0))[4] / max(1, r['calls']) for r in runs])
+        per[n] = {'acq': acq, 'cont': cont, 'hold': hold, 'borrowed': borrowed, 'top': top}
     acq = sum(p['acq'] for p in per.values())
     cont = sum(p['cont'] for p in per.values())
     busiest, nhalf = None, None
     for n, p in per.items():
-        if p['acq'] > 0 and p['hold']:
-            nh = t_call / (2 * p['acq'] * p['hold'])
+        if p['top'] > 0 and p['hold']:
+            nh = t_call / (2 * p['top'] * p['hold'])
             if nhalf is None or nh < nhalf:
                 busiest, nhalf = n, nh
     if busiest is None and per:  # no hold time anywhere: name the most acquired lock
