@@ -65,6 +65,7 @@ bool pcpm_reclaim_address_space(void)
 	if (!pcpm_as_limited && pcpm_os_as_limited())
 		pcpm_as_limited = true; /* setrlimit after start-up */
 	tcache_flush_all(&pcpm_tc);
+	sheaf_flush_all();
 	slab_shrink_all();
 	pcp_drain_all();
 	huge_drain_deferred(huge_free);

@@ -104,6 +104,9 @@ bool pcpm_init(void)
 		/* the fast stacks in the default mode only; secure mode has stacks of its own,
 		 * which only its front end pops and pushes */
 		pcpm_tcache_init(!pcpm_vg && !secure, secure);
+		/* CPU sheaves in the default mode only: the other modes check and annotate
+		 * objects on the paths between the thread caches and the slabs */
+		pcpm_sheaf_init(!pcpm_vg && !secure && pcpm_cfg.sheaves && pcpm_cfg.tcache);
 		if (secure)
 			pcpm_secure_init(pcpm_link_key);
 		huge_init(pcpm_vg);

@@ -31,6 +31,15 @@
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define CACHELINE 64
+/*
+ * Layout of data that several CPUs touch (the kernel's __read_mostly and
+ * ____cacheline_aligned): PCPM_READ_MOSTLY for globals written at start-up and read on
+ * every path (they share PCPM_HOT's section: written once, then read); PCPM_CACHELINE_ALIGNED
+ * starts a field or object on a cache line of its own, for locks and fields that several CPUs
+ * write, so they do not invalidate the lines that others only read.
+ */
+#define PCPM_READ_MOSTLY PCPM_HOT
+#define PCPM_CACHELINE_ALIGNED __attribute__((aligned(CACHELINE)))
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -205,11 +205,14 @@ struct kmem_cache *kmem_cache_of(unsigned cls)
 static void __slab_free_deferred(struct kmem_cache *s);
 
 /* Takes the cache lock; frees what signal handlers deferred meanwhile (slab_free_nested). */
+static inline void cache_unlock(struct kmem_cache *s)
+{
+	lockstat_unlock(&s->lock, &s->ls);
+}
+
 static inline void cache_lock(struct kmem_cache *s)
 {
-	if (pcpm_lock(&s->lock))
-		s->lock_contended++;
-	s->lock_count++;
+	lockstat_lock(&s->lock, &s->ls);
 	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
 		__slab_free_deferred(s);
 }
@@ -288,7 +291,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 	cache_lock(s);
 	while (got < want) {
 		if (list_empty(&s->partial)) {
-			pcpm_unlock(&s->lock);
+			cache_unlock(s);
 			struct page *pg = new_slab(s);
 			cache_lock(s);
 			if (!pg)
@@ -332,7 +335,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 			s->nr_partial--;
 		}
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	if (link != &first)
 		fl_store(link, NULL);
 	*head = first;
@@ -382,9 +385,8 @@ void *slab_alloc_nested(unsigned cls)
 {
 	struct kmem_cache *s = &pcpm_caches[cls];
 	/* (not set up yet: it has no slab to take from, and setting it up would wait) */
-	if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE) || !pcpm_trylock(&s->lock))
+	if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE) || !lockstat_trylock(&s->lock, &s->ls))
 		return NULL;
-	s->lock_count++;
 	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
 		__slab_free_deferred(s);
 	void *o = NULL;
@@ -408,7 +410,7 @@ void *slab_alloc_nested(unsigned cls)
 			}
 		}
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	if (o)
 		((uintptr_t *)o)[1] = 0;
 	return o;
@@ -417,13 +419,12 @@ void *slab_alloc_nested(unsigned cls)
 void slab_free_nested(void *o, struct page *head)
 {
 	struct kmem_cache *s = head->slab_cache;
-	if (pcpm_trylock(&s->lock)) {
-		s->lock_count++;
+	if (lockstat_trylock(&s->lock, &s->ls)) {
 		uint32_t min = s->min_partial;
 		s->min_partial = UINT32_MAX; /* no pcp call from a signal handler */
 		__slab_free_one(s, o, head);
 		s->min_partial = min;
-		pcpm_unlock(&s->lock);
+		cache_unlock(s);
 		return;
 	}
 	/* the lock holder may be the thread this handler interrupted: defer (Treiber push) */
@@ -455,7 +456,7 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n)
 			empty[nempty++] = e;
 		o = next;
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	for (unsigned i = 0; i < nempty; i++)
 		discard_slab(s, empty[i]);
 }
@@ -476,7 +477,7 @@ bool slab_object_is_free(struct page *head, const void *p)
 		vg_close_obj(o);
 		o = next;
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	return found;
 }
 
@@ -501,7 +502,7 @@ size_t slab_shrink_all(void)
 					break;
 				}
 			}
-			pcpm_unlock(&s->lock);
+			cache_unlock(s);
 			if (!victim)
 				break;
 			discard_slab(s, victim);
@@ -513,12 +514,17 @@ size_t slab_shrink_all(void)
 
 void slab_stats_add(struct pcpm_stats *st)
 {
+	struct lock_sum ls = { 0 };
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		st->slab_alloc += pcpm_caches[c].slab_alloc;
 		st->slab_free += pcpm_caches[c].slab_free;
-		st->slab_lock += pcpm_caches[c].lock_count;
-		st->slab_lock_contended += pcpm_caches[c].lock_contended;
+		lock_sum_add(&ls, &pcpm_caches[c].ls);
 	}
+	st->slab_lock += ls.acquired;
+	st->slab_lock_contended += ls.contended;
+	st->slab_lock_wait_ns += ls.wait_ns;
+	st->slab_lock_hold_ns += lock_sum_hold_ns(&ls);
+	st->slab_lock_busiest += ls.busiest;
 }
 
 void slab_lock_all(void)

@@ -16,6 +16,7 @@
 #ifndef PCPM_SLAB_H
 #define PCPM_SLAB_H
 
+#include "lockstat.h"
 #include "pcp.h"
 
 #define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
@@ -35,21 +36,30 @@
 #define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
 #define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
 
+/*
+ * Layout: the fields read on every path sit on the first cache line, written once when the
+ * cache is set up; the lock and everything written under it on lines of their own
+ * (____cacheline_aligned_in_smp in the kernel), so the CPUs that take the lock do not
+ * invalidate the line that realloc, malloc_usable_size and the refills read.
+ */
 struct kmem_cache {
-	pcpm_lock_t lock;
+	/* read-mostly: written by cache_setup() only */
 	uint32_t size;	      /* object size, bytes */
 	uint32_t objects;     /* objects per slab */
 	uint32_t order;	      /* slab order (pages = 2^order) */
 	uint32_t reciprocal;  /* 2^32 / size + 1: exact object index for offsets < 2^17 */
 	uint32_t cls;	      /* index in pcpm_caches */
+	/* written under lock */
+	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	uint32_t nr_partial;  /* slabs on partial */
 	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
 	struct list_head partial;
 	_Atomic(void *) deferred; /* objects freed by signal handlers while the lock was
 				   * taken (safe-linked stack); drained by the next holder */
 	/* counters, under lock */
-	uint64_t nr_slabs, slab_alloc, slab_free, lock_count, lock_contended;
-} __attribute__((aligned(64)));
+	uint64_t nr_slabs, slab_alloc, slab_free;
+	struct lock_stat ls; /* the lock profile: slab_lock* in the statistics */
+} PCPM_CACHELINE_ALIGNED;
 
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 /* The cache of class cls, set up (kmem_cache_create) at its first use; thread-safe. */

@@ -1,5 +1,6 @@
 /*
  * tcache.c - thread-cache slow paths: refill, flush, set-up and teardown (see tcache.h).
+ * Calls the slab layer through its per-CPU level (sheaf.c), and slab.c for the checks.
  */
 #include "tcache.h"
 #include "config.h"
@@ -142,7 +143,7 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
 	fl_store(last, NULL);
 	b->avail += n;
 	tc->flushes++;
-	slab_free_bulk(cls, first, n);
+	sheaf_free_bulk(cls, first, n);
 }
 
 /*
@@ -197,7 +198,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 		return head;
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */
-		if (!slab_alloc_bulk(cls, 1, &head, 0))
+		if (!sheaf_alloc_bulk(cls, 1, &head, 0))
 			return NULL;
 		atomic_fetch_add_explicit(&nocache_malloc, 1, memory_order_relaxed);
 		((uintptr_t *)head)[1] = 0;
@@ -212,7 +213,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 	unsigned want = batch_for(cls);
 	if (want > b->avail)
 		want = b->avail;
-	unsigned got = slab_alloc_bulk(cls, want ? want : 1, &head, pcpm_free_key);
+	unsigned got = sheaf_alloc_bulk(cls, want ? want : 1, &head, pcpm_free_key);
 	if (!got)
 		return NULL;
 	tc->refills++;
@@ -251,7 +252,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
-		slab_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, p, 1);
 		return;
 	}
 	if (likely(pcpm_tcache_cap[cls]))
@@ -260,7 +261,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
-		slab_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, p, 1);
 	}
 }
 
@@ -276,7 +277,7 @@ bool tcache_mode_refill(struct tcache *tc, unsigned cls)
 	unsigned want = mode_batch_for(cls);
 	if (want > sb->avail)
 		want = sb->avail;
-	unsigned got = slab_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
+	unsigned got = sheaf_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
 	if (!got)
 		return false;
 	sb->avail -= got;
@@ -345,7 +346,7 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 	for (void *o = tc->sbins[cls].head; o && limit; o = fl_decode(o, call), limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
-	if (slab_object_is_free(head, p))
+	if (slab_object_is_free(head, p) || sheaf_holds(cls, p))
 		pcpm_fatal("%s(): double free %p", call, p);
 	if (tcache_in_other_cache(p, cls))
 		pcpm_fatal("%s(): double free %p", call, p);
