@@ -22,6 +22,7 @@ thread (PCPMALLOC_CPU_SOURCE=tid: the CPU is a hash of the thread id), reads the
            smallest N_half.  a_L counts the busiest instance of the lock when the statistics
            give it (`<name>_lock_busiest`: the class's or node's instance taken most), else
            all instances summed as if they were one lock (a lower bound).
+  MiB      the run's peak RSS (wait4's ru_maxrss)
   by lock  acquisitions per 1000 calls of each lock (the name without `_lock`), most first.
 
 Counters are exact on this 2-CPU VM (they count what the data structures do, not how fast it
@@ -87,9 +88,14 @@ def run_one(build, lib, wl, cpus, threads, tmp, extra_env):
                 'PCPMALLOC_CPU_SOURCE': 'tid', 'PCPMALLOC_TOPOLOGY_SYNTHETIC': MACHINES[cpus]})
     env.update(extra_env)
     cmd = [os.path.join(build, 'bench', binary)] + args + [topt, str(count), nopt, str(per)]
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode:
-        sys.exit('scale.py: %s failed (%d): %s' % (' '.join(cmd), r.returncode, r.stderr[-500:]))
+    with open(os.path.join(tmp, 'out'), 'w+') as out:
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        log = out.read()
+    if p.returncode:
+        sys.exit('scale.py: %s failed (%d): %s' % (' '.join(cmd), p.returncode, log[-500:]))
     files = glob.glob(os.path.join(tmp, 'st.*.json'))
     if len(files) != 1:
         sys.exit('scale.py: %s left %d statistics files' % (' '.join(cmd), len(files)))
@@ -98,6 +104,7 @@ def run_one(build, lib, wl, cpus, threads, tmp, extra_env):
     calls = st['malloc_calls'] + st['free_calls']
     return {'workload': wl, 'cpus': cpus, 'count': count, 'kind': kind, 'calls': calls,
             'cpu_time_ns': st.get('cpu_time_ns', 0), 'locks': lock_profile(st),
+            'rss_mib': ru.ru_maxrss / 1024.0,
             'threads_opt': topt, 'cmd': ' '.join(cmd[0:1] + cmd[1:])}
 
 
@@ -132,7 +139,8 @@ def summarise(runs, borrow=None):
                 busiest, nhalf = n, nh
     if busiest is None and per:  # no hold time anywhere: name the most acquired lock
         busiest = max(per, key=lambda n: per[n]['acq'])
-    return {'calls': calls, 't_call_ns': t_call, 'acq_per_1k': 1000 * acq,
+    return {'calls': calls, 't_call_ns': t_call,
+            'rss_mib': median([r['rss_mib'] for r in runs]), 'acq_per_1k': 1000 * acq,
             'contended_pct': 100 * cont / acq if acq else 0.0, 'busiest': busiest,
             'hold_ns': per[busiest]['hold'] if busiest else None,
             'hold_borrowed': per[busiest]['borrowed'] if busiest else False,
@@ -146,7 +154,8 @@ def fmt_cell(s):
         '%.0f' % s['n_half'] if s['n_half'] < 1e6 else '>1e6')
     by = ' '.join('%s %.3g' % (n, v['acq_per_1k']) for n, v in
                   sorted(s['locks'].items(), key=lambda kv: -kv[1]['acq_per_1k']) if v['acq_per_1k'])
-    return ['%.2f' % s['acq_per_1k'], '%.1f' % s['contended_pct'], hold, nh, by or '-']
+    return ['%.2f' % s['acq_per_1k'], '%.1f' % s['contended_pct'], hold, nh, '%.0f' % s['rss_mib'],
+            by or '-']
 
 
 def main():
@@ -200,7 +209,7 @@ def main():
             if name == 'before':
                 borrow = {n: v['hold_ns'] for n, v in summary[(w, c, 'after')]['locks'].items()}
                 summary[(w, c, name)] = summarise(runs, borrow)
-    cols = ['acq/1k', 'cont%', 'hold', 'N_half', 'by lock']
+    cols = ['acq/1k', 'cont%', 'hold', 'N_half', 'MiB', 'by lock']
     head = ['workload', 'CPUs', 'thr']
     for name, _ in libs:
         head += [c + (' ' + name if len(libs) > 1 else '') for c in cols]
@@ -217,7 +226,7 @@ def main():
     print('acq/1k: process-wide lock acquisitions per 1000 malloc+free calls; cont%: contended '
           'share; hold: mean hold (ns) of the busiest lock; N_half = t_call / (2 a h): real CPUs '
           'at which it would be held half of the time ("~": hold time borrowed from the other '
-          'library; "-": no hold time reported).')
+          'library; "-": no hold time reported); MiB: peak RSS.')
     if o.json:
         with open(o.json, 'w') as f:
             json.dump([dict(workload=w, cpus=c, library=name, **s)

@@ -100,6 +100,7 @@ bool pcpm_init(void)
 		}
 		/* secure mode carves whole slabs in random order; memcheck mode keeps object 0
 		 * back and sends every free through its front end */
+		pcpm_cycles_mark(); /* the lock profile's clock */
 		pcpm_slab_init(secure ? SLAB_FREELIST_RANDOM : pcpm_vg ? SLAB_HIDE_FIRST : 0);
 		/* the fast stacks in the default mode only; secure mode has stacks of its own,
 		 * which only its front end pops and pushes */

@@ -38,7 +38,8 @@ struct sheaf_cpu {
 	uint64_t refills, flushes, lock_contended;
 };
 
-#define BARN_MAX_FULL 10 /* MAX_FULL_SHEAVES */
+#define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
+#define BARN_BYTES (16UL << 20) /* objects a barn may hold */
 
 /* Per node and class (node_barn): full sheaves only (a list needs no empty sheaf). */
 struct node_barn {
@@ -50,7 +51,7 @@ struct node_barn {
 } PCPM_CACHELINE_ALIGNED;
 
 uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
-static unsigned barn_max PCPM_READ_MOSTLY;
+static uint8_t barn_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
 static _Atomic(struct node_barn *) barns[MAX_NUMNODES][NR_SIZE_CLASSES];
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -76,11 +77,15 @@ static unsigned sheaf_capacity(uint32_t size)
 
 void pcpm_sheaf_init(bool on)
 {
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		pcpm_sheaf_cap[c] = on ? (uint16_t)sheaf_capacity(pcpm_class_size[c]) : 0;
-	/* a barn is shared by a node's CPUs: the kernel's 10 sheaves; 2 on a machine of a few
-	 * CPUs, where the sheaves of two CPUs already cover what the barn would hold */
-	barn_max = pcpm_nr_cpus > 4 ? BARN_MAX_FULL : 2;
+		/* a barn is shared by a node's CPUs: the kernel's 10 sheaves, but at most
+		 * BARN_BYTES of objects (2 sheaves at least), and 2 on a machine of a few CPUs,
+		 * where the sheaves of two CPUs already cover what the barn would hold */
+		size_t sheaf = (size_t)pcpm_sheaf_cap[c] * pcpm_class_size[c];
+		size_t m = sheaf ? BARN_BYTES / sheaf : BARN_MAX_FULL;
+		barn_max[c] = (uint8_t)(pcpm_nr_cpus > 4 ? MIN(MAX(m, 2), BARN_MAX_FULL) : 2);
+	}
 }
 
 static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
@@ -139,44 +144,57 @@ static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
 	return (struct sheaf_cpu *)(pcs - cls);
 }
 
-/* barn_put_full_sheaf(): false when the barn is full (the caller frees the sheaf). */
-static bool barn_put(int node, unsigned cls, void *list, unsigned n)
+/*
+ * barn_put_full_sheaf(): puts n full sheaves (1 or 2: main, and a full spare with it) in one
+ * hold into the node's barn, else into another node's in zonelist order (a producer on the
+ * other node takes them there: the slabs are shared by all nodes anyway); false when no barn
+ * has room for them (the caller frees them to the slabs).  Full barns are passed unlocked.
+ */
+static bool barn_put(int node, unsigned cls, void *const *list, const unsigned *cnt, unsigned n)
 {
-	struct node_barn *b = barn_of(node, cls);
-	/* (a racy look first: a full barn costs no lock) */
-	if (!b || __atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) >= barn_max)
-		return false;
-	lockstat_lock(&b->lock, &b->ls);
-	bool ok = b->nr_full < barn_max;
-	if (ok) {
-		b->full[b->nr_full] = list;
-		b->full_count[b->nr_full] = n;
-		__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
+	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int i = 0; i < nr; i++) {
+		struct node_barn *b = barn_of((node + i) % nr, cls);
+		/* (a racy look first: a full barn costs no lock) */
+		if (!b || __atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) + n > barn_max[cls])
+			continue;
+		lockstat_lock(&b->lock, &b->ls);
+		bool ok = b->nr_full + n <= barn_max[cls];
+		for (unsigned k = 0; ok && k < n; k++) {
+			b->full[b->nr_full] = list[k];
+			b->full_count[b->nr_full] = cnt[k];
+			__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
+		}
+		lockstat_unlock(&b->lock, &b->ls);
+		if (ok)
+			return true;
 	}
-	lockstat_unlock(&b->lock, &b->ls);
-	return ok;
+	return false;
 }
 
-/* barn_get_full_sheaf(): a full sheaf from the node's barn, else from the other nodes' in
- * zonelist order; 0 when every barn is empty (empty barns are passed over unlocked). */
-static unsigned barn_take(int node, unsigned cls, void **list)
+/*
+ * barn_get_full_sheaf(): up to max (1 or 2) full sheaves in one hold from the node's barn,
+ * else from the other nodes' in zonelist order; how many (0: every barn is empty; empty
+ * barns are passed over unlocked).
+ */
+static unsigned barn_take(int node, unsigned cls, void **list, unsigned *cnt, unsigned max)
 {
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int i = 0; i < nr; i++) {
 		struct node_barn *b = barn_of((node + i) % nr, cls);
 		if (!b || !__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED))
 			continue;
-		unsigned n = 0;
+		unsigned got = 0;
 		lockstat_lock(&b->lock, &b->ls);
-		if (b->nr_full) {
+		while (got < max && b->nr_full) {
 			uint32_t k = b->nr_full - 1;
-			*list = b->full[k];
-			n = b->full_count[k];
+			list[got] = b->full[k];
+			cnt[got++] = b->full_count[k];
 			__atomic_store_n(&b->nr_full, k, __ATOMIC_RELAXED);
 		}
 		lockstat_unlock(&b->lock, &b->ls);
-		if (n)
-			return n;
+		if (got)
+			return got;
 	}
 	return 0;
 }
@@ -190,30 +208,40 @@ static inline void *list_nth(void *list, unsigned n, const char *call)
 	return o;
 }
 
-/* Main holds fewer objects than asked for: the spare, else a barn's full sheaf, else the
- * slabs (a sheaf's worth in one kmem_cache lock hold) go behind main's objects.  pcs lock
- * held. */
-static void sheaf_refill_main(struct sheaf_pcs *pcs, unsigned cls, int node)
+/* Main holds want objects fewer than asked for: the spare, else a barn's full sheaf, else
+ * the slabs (in one kmem_cache lock hold) go behind main's objects.  pcs lock held. */
+static void sheaf_refill_main(struct sheaf_pcs *pcs, unsigned cls, int node, unsigned want)
 {
-	void *list = NULL;
-	unsigned n;
+	void *list[2];
+	unsigned cnt[2], n;
 	if (pcs->spare_count) {
-		list = pcs->spare;
+		list[0] = pcs->spare;
 		n = pcs->spare_count;
 		pcs->spare = NULL;
 		pcs->spare_count = 0;
 	} else {
 		pcs_cpu(pcs, cls)->refills++;
-		n = barn_take(node, cls, &list);
+		/* two full sheaves when the barn has them: one for main, one for the spare, so a
+		 * CPU that only allocates (a producer) meets the barn once per two sheaves */
+		unsigned got = barn_take(node, cls, list, cnt, 2);
+		if (got == 2) {
+			pcs->spare = list[1];
+			pcs->spare_count = cnt[1];
+		}
+		n = got ? cnt[0] : 0;
+		/* from the slabs, a quarter of a sheaf (at least what is asked for): a full one
+		 * would carve a megabyte of new objects for each class a thread touches, where a
+		 * thread-local mix needs a few; full sheaves come from the barn */
 		if (!n)
-			n = slab_alloc_bulk(cls, pcpm_sheaf_cap[cls], &list, pcpm_free_key);
+			n = slab_alloc_bulk(cls, MAX(want, ((unsigned)pcpm_sheaf_cap[cls] + 3) / 4),
+					    &list[0], pcpm_free_key);
 		if (!n)
 			return; /* out of memory: the caller hands out what main has */
 	}
 	if (pcs->main_count)
-		fl_store(list_nth(pcs->main, pcs->main_count, "malloc"), list);
+		fl_store(list_nth(pcs->main, pcs->main_count, "malloc"), list[0]);
 	else
-		pcs->main = list;
+		pcs->main = list[0];
 	pcs->main_count += n;
 }
 
@@ -232,7 +260,7 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t ke
 		return slab_alloc_bulk(cls, want, head, key);
 	}
 	if (pcs->main_count < want)
-		sheaf_refill_main(pcs, cls, node);
+		sheaf_refill_main(pcs, cls, node, want - pcs->main_count);
 	unsigned got = MIN(want, pcs->main_count);
 	void *first = pcs->main;
 	if (got) {
@@ -270,18 +298,26 @@ void sheaf_free_bulk(unsigned cls, void *head, unsigned n)
 		pcs_cpu(pcs, cls)->lock_contended++;
 		return slab_free_bulk(cls, head, n);
 	}
-	void *full = NULL;
-	unsigned full_n = 0;
+	void *full[2];
+	unsigned full_n[2], nfull = 0;
 	if (pcs->main_count + n > cap) {
 		if (!pcs->spare_count) {
 			pcs->spare = pcs->main;
 			pcs->spare_count = pcs->main_count;
 		} else {
+			/* main and spare both full: both to the barn in one hold (a CPU that only
+			 * frees - a consumer - meets the barn once per two sheaves) */
 			pcs_cpu(pcs, cls)->flushes++;
-			if (!barn_put(node, cls, pcs->main, pcs->main_count)) {
-				full = pcs->main; /* barn full: to the slabs, after the unlock */
-				full_n = pcs->main_count;
+			full[nfull] = pcs->main;
+			full_n[nfull++] = pcs->main_count;
+			if (pcs->spare_count + n > cap) {
+				full[nfull] = pcs->spare;
+				full_n[nfull++] = pcs->spare_count;
+				pcs->spare = NULL;
+				pcs->spare_count = 0;
 			}
+			if (barn_put(node, cls, full, full_n, nfull))
+				nfull = 0;
 		}
 		pcs->main = NULL;
 		pcs->main_count = 0;
@@ -290,8 +326,8 @@ void sheaf_free_bulk(unsigned cls, void *head, unsigned n)
 	pcs->main = head;
 	pcs->main_count += n;
 	pcpm_unlock(&pcs->lock);
-	if (full)
-		slab_free_bulk(cls, full, full_n);
+	for (unsigned i = 0; i < nfull; i++) /* the barn was full: to the slabs */
+		slab_free_bulk(cls, full[i], full_n[i]);
 }
 
 static inline struct sheaf_cpu *cpu_sheaf(int cpu)
@@ -324,7 +360,7 @@ void sheaf_flush_all(void)
 		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 			void *list;
 			unsigned cnt;
-			while ((cnt = barn_take(n, c, &list)) != 0)
+			while (barn_take(n, c, &list, &cnt, 1))
 				slab_free_bulk(c, list, cnt);
 		}
 	}

@@ -283,52 +283,73 @@ static void slab_carved(struct kmem_cache *s, struct page *pg)
 		pg[i].fast_lim = pg->carved;
 }
 
+/* Links o after *link (first object: into *first); o's second word = key. */
+static inline void link_obj(void **first, void ***link, void *o, uintptr_t key)
+{
+	if (*link != first)
+		fl_store(*link, o);
+	else
+		*first = o;
+	*link = (void **)o;
+	((uintptr_t *)o)[1] = key;
+}
+
+#define CARVE_RANGES 16 /* runs of never-used objects one call may carve */
+#define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
+
+/*
+ * Objects already used (on slab freelists) are linked under the lock; never-used ones are
+ * only counted out of their slab under it (carved advances) and linked after the unlock, so
+ * the first touch of new memory - a page fault per page - never happens under the
+ * kmem_cache lock.  New slabs for everything still missing come with the lock dropped and go
+ * onto the partial list in one hold.
+ */
 unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
 {
 	struct kmem_cache *s = kmem_cache_of(cls);
 	void *first = NULL, **link = &first;
-	unsigned got = 0;
+	struct {
+		char *addr;
+		unsigned n;
+	} carve[CARVE_RANGES];
+	unsigned got = 0, ncarve = 0;
 	cache_lock(s);
 	while (got < want) {
 		if (list_empty(&s->partial)) {
+			struct page *fresh[NEW_SLABS_MAX];
+			unsigned need = MIN((want - got + s->objects - 1) / s->objects, NEW_SLABS_MAX), nf = 0;
 			cache_unlock(s);
-			struct page *pg = new_slab(s);
+			while (nf < need && (fresh[nf] = new_slab(s)) != NULL)
+				nf++;
 			cache_lock(s);
-			if (!pg)
+			if (!nf)
 				break;
-			s->nr_slabs++;
-			s->slab_alloc++;
-			list_add(&pg->lru, &s->partial);
-			s->nr_partial++;
+			for (unsigned i = 0; i < nf; i++) {
+				s->nr_slabs++;
+				s->slab_alloc++;
+				list_add_tail(&fresh[i]->lru, &s->partial);
+				s->nr_partial++;
+			}
 		}
 		struct page *pg = (struct page *)s->partial.next;
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
 			vg_open_obj(o);
 			pg->freelist = slab_fl_next(s, pg, o);
-			if (link != &first)
-				fl_store(link, o);
-			else
-				first = o;
-			link = (void **)o;
-			((uintptr_t *)o)[1] = key;
+			link_obj(&first, &link, o, key);
 			pg->inuse++;
 			got++;
 		}
-		while (got < want && pg->carved < s->objects) {
-			void *o = pg->addr + (size_t)pg->carved * s->size;
-			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + 1), __ATOMIC_RELAXED);
-			vg_open_obj(o);
-			if (link != &first)
-				fl_store(link, o);
-			else
-				first = o;
-			link = (void **)o;
-			((uintptr_t *)o)[1] = key;
-			pg->inuse++;
-			got++;
-			if (got == want || pg->carved == s->objects)
-				slab_carved(s, pg);
+		if (got < want && pg->carved < s->objects) {
+			if (ncarve == CARVE_RANGES)
+				break; /* (never with today's sizes: a call takes at most 128 objects) */
+			unsigned k = MIN(want - got, s->objects - pg->carved);
+			carve[ncarve].addr = pg->addr + (size_t)pg->carved * s->size;
+			carve[ncarve++].n = k;
+			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + k), __ATOMIC_RELAXED);
+			pg->inuse += k;
+			got += k;
+			slab_carved(s, pg);
 		}
 		if (!slab_has_free(s, pg)) {
 			list_del(&pg->lru);
@@ -336,6 +357,13 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 	}
 	cache_unlock(s);
+	for (unsigned r = 0; r < ncarve; r++) {
+		for (unsigned j = 0; j < carve[r].n; j++) {
+			void *o = carve[r].addr + (size_t)j * s->size;
+			vg_open_obj(o);
+			link_obj(&first, &link, o, key);
+		}
+	}
 	if (link != &first)
 		fl_store(link, NULL);
 	*head = first;

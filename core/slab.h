@@ -3,7 +3,7 @@
  *
  * Classes: 16..128 bytes in 16-byte steps (every result 16-byte aligned, as glibc), then
  * eight classes per power of two up to 16 KiB, so above 128 B a request wastes at most 1/8
- * of its object; then the paged classes (20, 24, 28 KiB, below).  A slab is 2^order pages
+ * of its object; then the paged classes (20, 24, 28, 32 KiB, below).  A slab is 2^order pages
  * (order 0..3, the kernel's calculate_order; up to 4 above 8 KiB and 5 for the paged classes,
  * see paged_order) from the pcp or, above order 3, the zone, cut into equal objects on
  * demand (bump carving, so untouched objects cost no RSS), with a SLUB freelist threaded
@@ -21,14 +21,16 @@
 
 #define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
 /*
- * Paged classes: 20, 24 and 28 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
+ * Paged classes: 20, 24, 28 and 32 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
  * the slow paths only (their thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.
  * A power-of-two page block for a 17..32 KiB request wastes a quarter of it on average
  * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
- * slab wastes the step's rounding and the slab's tail.  Above 28 KiB the order-3 block
- * itself is the best fit: those stay page runs.
+ * slab wastes the step's rounding and the slab's tail.  The 32 KiB class is one order-3 block
+ * per slab (no waste), as the page run it replaced, but its objects wait on the CPU sheaves
+ * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14).
+ * Above 32 KiB: page runs.
  */
-#define SLAB_PAGED_MAX 28672
+#define SLAB_PAGED_MAX 32768
 #define SLAB_PAGED_STEP 4096
 #define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
 #define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
