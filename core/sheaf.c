@@ -38,6 +38,7 @@ struct sheaf_cpu {
 	uint64_t refills, flushes, lock_contended;
 };
 
+#define SHEAF_MIN_CPUS 4 /* no sheaves on machines of this many CPUs or fewer */
 #define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
 #define BARN_BYTES (16UL << 20) /* objects a barn may hold */
 
@@ -62,9 +63,9 @@ static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
  * producer/consumer pair of 8-32 KiB objects meet the barn every 4 objects.  Here a sheaf
  * holds SHEAF_BYTES of objects, never fewer than the kernel's count nor more than 64 (128
  * above 64 CPUs), with SHEAF_BYTES growing with the CPUs as the pagevec does (15, then 31
- * above 64 CPUs) and calculate_order's min_objects: 16 KiB per CPU from 32 KiB (2 CPUs) to
- * 1 MiB (64 CPUs and more).  Lock pressure grows with the CPUs, and so does a machine's
- * memory; on 2 CPUs the sheaves hold little more than a thread cache.  A pair then meets a
+ * above 64 CPUs) and calculate_order's min_objects: 16 KiB per CPU from 32 KiB to 1 MiB (64
+ * CPUs and more).  Lock pressure grows with the CPUs, and so does a machine's memory; up to
+ * SHEAF_MIN_CPUS there are none.  A pair then meets a
  * process-wide lock about 1000 / capacity times per 1000 calls.
  */
 static unsigned sheaf_capacity(uint32_t size)
@@ -72,6 +73,11 @@ static unsigned sheaf_capacity(uint32_t size)
 	size_t kernel = size >= 4096 ? 4 : size >= 1024 ? 12 : size >= 256 ? 26 : 60;
 	size_t bytes = MIN(MAX((size_t)pcpm_nr_cpus << 14, (size_t)32 << 10), (size_t)1 << 20);
 	size_t max = pcpm_nr_cpus > 64 ? 128 : 64;
+	/* none on a machine of a few CPUs: there its few CPUs cannot saturate a kmem_cache
+	 * lock taken once per thread-cache batch (bench/scale.sh, 2 CPUs), and the sheaves
+	 * would hold memory (wl-churn's peak RSS +8 %, xthread-large's +20 % on 2 CPUs) */
+	if (pcpm_nr_cpus <= SHEAF_MIN_CPUS)
+		return 0;
 	return (unsigned)MIN(MAX(bytes / size, kernel), max);
 }
 

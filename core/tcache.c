@@ -18,9 +18,17 @@ static unsigned fbatch PCPM_HOT;
  * that uses them) */
 static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
-/* Bytes of objects above 4 KiB a thread's stack of one class may hold: one slab of
- * PAGE_ALLOC_COSTLY_ORDER (32 KiB), what one refill from a slab of those classes gives. */
-#define TCACHE_LARGE_BYTES (PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER)
+/*
+ * Mid sizes (the classes above 4 KiB the fast paths serve, to 16 KiB) are bounded by bytes:
+ * a stack may hold mid_class_bytes of objects (at least 2), and a thread's mid-size stacks
+ * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
+ * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
+ * than nine full stacks.  64 KiB a stack (8 of 8 KiB, 4 of 16 KiB) on machines with CPU
+ * sheaves (more than 4 CPUs); 32 KiB (4 and 2, as before) on smaller ones, where 64 KiB
+ * raised xthread-large's peak RSS by 12 % (2 CPUs, 7.0 -> 7.9 MiB: the producer's stacks).
+ */
+static size_t mid_class_bytes PCPM_READ_MOSTLY;
+#define TCACHE_MID_BYTES (4 * mid_class_bytes)
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -37,17 +45,17 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 {
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
+	mid_class_bytes = (size_t)(pcpm_nr_cpus > 4 ? 64 : 32) << 10;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
-		 * doubled for main + spare), never below one batch.  Above 4 KiB at most
-		 * TCACHE_LARGE_BYTES of objects (2 to 4): every thread keeps a stack per class,
-		 * and with nine classes from 8 to 16 KiB four objects each held 0.8 MiB of
-		 * xthread-large's peak, where the producer's and the consumer's stacks both
-		 * fill (a remote free parks the object in the freeing thread's cache). */
+		 * doubled for main + spare), never below one batch; above 4 KiB by bytes (see
+		 * TCACHE_MID_BYTES: with nine classes from 8 to 16 KiB, stacks of a fixed four
+		 * objects each held 0.8 MiB of xthread-large's peak, where the producer's and
+		 * the consumer's stacks both fill). */
 		uint32_t size = pcpm_class_size[c];
-		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
+		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : fbatch;
 		if (size > 4096)
-			cap = MAX(2u, MIN(cap, TCACHE_LARGE_BYTES / size));
+			cap = (unsigned)MAX(2UL, MIN(cap, mid_class_bytes / size));
 		/* paged classes: none (the fast paths never see them; a producer's objects
 		 * parked in its consumer's cache would pin their large slabs) */
 		if (c >= SLAB_PAGED_FIRST)
@@ -157,6 +165,29 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
  * before the next flush.  xthread-small: 16 classes x 45-60 objects stayed in the
  * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
  */
+/*
+ * The thread's mid-size stacks (classes above 4 KiB) hold more than TCACHE_MID_BYTES: the
+ * other classes' stacks go back to the slab layer, largest objects first, until they fit.
+ * Slow paths only (after a refill or a flush of a mid-size class); the fast path's pushes may
+ * overrun the budget by the room the stacks had until the next slow path.
+ */
+static void tcache_mid_trim(struct tcache *tc, unsigned keep)
+{
+	if (pcpm_class_size[keep] <= 4096 || keep >= SLAB_PAGED_FIRST)
+		return;
+	size_t bytes = 0;
+	unsigned first = size_to_class(4097);
+	for (unsigned c = first; c < SLAB_PAGED_FIRST; c++)
+		bytes += (size_t)bin_count(tc, c) * pcpm_class_size[c];
+	for (unsigned c = SLAB_PAGED_FIRST; c-- > first && bytes > TCACHE_MID_BYTES;) {
+		unsigned n = bin_count(tc, c);
+		if (c == keep || !n)
+			continue;
+		flush_bin(tc, c, n);
+		bytes -= (size_t)n * pcpm_class_size[c];
+	}
+}
+
 static void tcache_flush_full(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *b = &tc->bins[cls];
@@ -176,6 +207,7 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 	} else {
 		flush_bin(tc, cls, batch);
 	}
+	tcache_mid_trim(tc, cls);
 }
 
 static void *__tcache_alloc_slow(unsigned cls);
@@ -223,6 +255,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 	b->avail -= got - 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
+	tcache_mid_trim(tc, cls);
 	return p;
 }
 
