@@ -88,7 +88,7 @@ static void *__malloc_slow(size_t n)
 	for (bool retried = false;; retried = true) {
 		if (n <= SLAB_MAX_SIZE) {
 			p = tcache_alloc_slow(size_to_class(n));
-		} else if (n <= SLAB_PAGED_MAX) {
+		} else if (n <= pcpm_paged_max) {
 			p = tcache_alloc_slow(size_to_paged_class(n));
 		} else if (n > PTRDIFF_MAX) {
 			p = NULL;

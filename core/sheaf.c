@@ -52,6 +52,7 @@ struct node_barn {
 } PCPM_CACHELINE_ALIGNED;
 
 uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
+uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 static uint8_t barn_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
 static _Atomic(struct node_barn *) barns[MAX_NUMNODES][NR_SIZE_CLASSES];
@@ -92,6 +93,7 @@ void pcpm_sheaf_init(bool on)
 		size_t m = sheaf ? BARN_BYTES / sheaf : BARN_MAX_FULL;
 		barn_max[c] = (uint8_t)(pcpm_nr_cpus > 4 ? MIN(MAX(m, 2), BARN_MAX_FULL) : 2);
 	}
+	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 }
 
 static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)

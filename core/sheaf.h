@@ -16,6 +16,13 @@
  * mode, PCPMALLOC_SHEAVES=0): sheaf_alloc_bulk and sheaf_free_bulk go to the slabs. */
 extern uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES];
 
+/*
+ * The largest request a paged slab class serves: SLAB_PAGED_MAX (32 KiB) when the CPU sheaves
+ * hold that class, else 28 KiB - a 28-32 KiB request is then an order-3 page run through the
+ * pcp, cheaper than a one-object slab behind the kmem_cache lock.  Set by pcpm_sheaf_init.
+ */
+extern uint32_t pcpm_paged_max;
+
 /* Sizes the sheaves (after pcpm_slab_init; on: the mode lets objects wait on CPU sheaves). */
 void pcpm_sheaf_init(bool on);
 

@@ -27,8 +27,8 @@
  * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
  * slab wastes the step's rounding and the slab's tail.  The 32 KiB class is one order-3 block
  * per slab (no waste), as the page run it replaced, but its objects wait on the CPU sheaves
- * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14).
- * Above 32 KiB: page runs.
+ * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14); without
+ * sheaves (4 CPUs or fewer) 28-32 KiB stay page runs (pcpm_paged_max).  Above: page runs.
  */
 #define SLAB_PAGED_MAX 32768
 #define SLAB_PAGED_STEP 4096

@@ -24,11 +24,11 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
  * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
  * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
  * than nine full stacks.  64 KiB a stack (8 of 8 KiB, 4 of 16 KiB) on machines with CPU
- * sheaves (more than 4 CPUs); 32 KiB (4 and 2, as before) on smaller ones, where 64 KiB
- * raised xthread-large's peak RSS by 12 % (2 CPUs, 7.0 -> 7.9 MiB: the producer's stacks).
+ * sheaves (more than 4 CPUs); on smaller ones 32 KiB and at most 4 objects a stack with no
+ * total (as before: 64 KiB raised xthread-large's peak RSS by 12 % on 2 CPUs, 7.0 -> 7.9
+ * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
  */
-static size_t mid_class_bytes PCPM_READ_MOSTLY;
-#define TCACHE_MID_BYTES (4 * mid_class_bytes)
+static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -45,17 +45,19 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 {
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
-	mid_class_bytes = (size_t)(pcpm_nr_cpus > 4 ? 64 : 32) << 10;
+	bool big = pcpm_nr_cpus > 4;
+	mid_class_bytes = (size_t)(big ? 64 : 32) << 10;
+	mid_bytes = big ? 4 * mid_class_bytes : SIZE_MAX;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
 		 * doubled for main + spare), never below one batch; above 4 KiB by bytes (see
-		 * TCACHE_MID_BYTES: with nine classes from 8 to 16 KiB, stacks of a fixed four
+		 * mid_bytes: with nine classes from 8 to 16 KiB, stacks of a fixed four
 		 * objects each held 0.8 MiB of xthread-large's peak, where the producer's and
 		 * the consumer's stacks both fill). */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : fbatch;
 		if (size > 4096)
-			cap = (unsigned)MAX(2UL, MIN(cap, mid_class_bytes / size));
+			cap = (unsigned)MAX(2UL, MIN(big ? cap : 4, mid_class_bytes / size));
 		/* paged classes: none (the fast paths never see them; a producer's objects
 		 * parked in its consumer's cache would pin their large slabs) */
 		if (c >= SLAB_PAGED_FIRST)
@@ -166,20 +168,20 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
  * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
  */
 /*
- * The thread's mid-size stacks (classes above 4 KiB) hold more than TCACHE_MID_BYTES: the
+ * The thread's mid-size stacks (classes above 4 KiB) hold more than mid_bytes: the
  * other classes' stacks go back to the slab layer, largest objects first, until they fit.
  * Slow paths only (after a refill or a flush of a mid-size class); the fast path's pushes may
  * overrun the budget by the room the stacks had until the next slow path.
  */
 static void tcache_mid_trim(struct tcache *tc, unsigned keep)
 {
-	if (pcpm_class_size[keep] <= 4096 || keep >= SLAB_PAGED_FIRST)
+	if (pcpm_class_size[keep] <= 4096 || keep >= SLAB_PAGED_FIRST || mid_bytes == SIZE_MAX)
 		return;
 	size_t bytes = 0;
 	unsigned first = size_to_class(4097);
 	for (unsigned c = first; c < SLAB_PAGED_FIRST; c++)
 		bytes += (size_t)bin_count(tc, c) * pcpm_class_size[c];
-	for (unsigned c = SLAB_PAGED_FIRST; c-- > first && bytes > TCACHE_MID_BYTES;) {
+	for (unsigned c = SLAB_PAGED_FIRST; c-- > first && bytes > mid_bytes;) {
 		unsigned n = bin_count(tc, c);
 		if (c == keep || !n)
 			continue;
