@@ -97,7 +97,9 @@ static inline void lock_sum_add(struct lock_sum *s, const struct lock_stat *st)
 /* Mean hold time of the family, ns (0 when no hold was timed). */
 static inline uint64_t lock_sum_hold_ns(const struct lock_sum *s)
 {
-	return s->held ? (uint64_t)((double)s->hold_cycles / (double)s->held * pcpm_ns_per_cycle()) : 0;
+	if (!s->held)
+		return 0;
+	return (uint64_t)((double)s->hold_cycles / (double)s->held * pcpm_ns_per_cycle());
 }
 
 #endif

@@ -93,7 +93,8 @@ void pcpm_sheaf_init(bool on)
 		size_t m = sheaf ? BARN_BYTES / sheaf : BARN_MAX_FULL;
 		barn_max[c] = (uint8_t)(pcpm_nr_cpus > 4 ? MIN(MAX(m, 2), BARN_MAX_FULL) : 2);
 	}
-	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
+	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
+							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 }
 
 static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
@@ -137,9 +138,9 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *cpu, int *node)
 {
 	*cpu = pcp_cpu();
 	*node = pcp_cpu_node(*cpu);
-	struct sheaf_cpu *sc = likely(cpu_sheaves)
-				       ? atomic_load_explicit(&cpu_sheaves[*cpu], memory_order_acquire)
-				       : NULL;
+	struct sheaf_cpu *sc = NULL;
+	if (likely(cpu_sheaves))
+		sc = atomic_load_explicit(&cpu_sheaves[*cpu], memory_order_acquire);
 	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(*cpu)))
 		return NULL;
 	if (unlikely(!barn_of(*node, cls)))

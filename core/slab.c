@@ -317,7 +317,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 	while (got < want) {
 		if (list_empty(&s->partial)) {
 			struct page *fresh[NEW_SLABS_MAX];
-			unsigned need = MIN((want - got + s->objects - 1) / s->objects, NEW_SLABS_MAX), nf = 0;
+			unsigned need = (want - got + s->objects - 1) / s->objects, nf = 0;
+			need = MIN(need, NEW_SLABS_MAX);
 			cache_unlock(s);
 			while (nf < need && (fresh[nf] = new_slab(s)) != NULL)
 				nf++;
@@ -342,7 +343,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 		if (got < want && pg->carved < s->objects) {
 			if (ncarve == CARVE_RANGES)
-				break; /* (never with today's sizes: a call takes at most 128 objects) */
+				break; /* (not with today's sizes: a call takes <= 128 objects) */
 			unsigned k = MIN(want - got, s->objects - pg->carved);
 			carve[ncarve].addr = pg->addr + (size_t)pg->carved * s->size;
 			carve[ncarve++].n = k;
