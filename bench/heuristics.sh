@@ -2,6 +2,8 @@
 # heuristics.sh - the five kernel PCP heuristics, each switched off and on in the workload
 # built to expose it, side by side with pcpmalloc-ab (interleaved runs), and a Markdown
 # report with the kernel post's figure beside ours (kernel-pcp.md §11).
+# Each pair runs once more on a synthetic 224-CPU machine (PCPMALLOC_TOPOLOGY_SYNTHETIC, one
+# CPU per thread): the tables' 224-CPU columns give its counters.
 # Usage: bench/heuristics.sh [-n RUNS] [-o REPORT.md]    (default 5 runs, stdout)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +27,20 @@ xs=(build/bench/wl-xthread -p 1 -n 10000000 -s 16 -S 256)
 burst=(build/bench/wl-burst -t 2 -m 128 -b 4 -i 50 -s 16 -S 256)
 # bursts with idle gaps of several decay periods between them
 idle=(build/bench/wl-burst -t 2 -m 64 -b 6 -i 250 -s 16 -S 256)
+# the 224-CPU column: the same pair once more on a synthetic 2-socket 224-CPU machine, each
+# thread on a CPU of its own (thread-id hash), for the counters (times there mean nothing)
+big="PCPMALLOC_CPU_SOURCE=tid,PCPMALLOC_TOPOLOGY_SYNTHETIC=pack:2 numa:1 l3:1(size=110100480) l2:56(size=2097152) core:1 pu:2"
 run() { # name, allocators..., -- command
   local name=$1; shift
   echo "== $name" >&2
   "$ab" -q -n "$runs" --json "$tmp/$name.json" "$@" >"$tmp/$name.txt"
+  local a=() seen=0
+  for x in "$@"; do
+    if [ $seen = 1 ]; then a+=("$x,$big"); seen=0; continue; fi
+    [ "$x" = -a ] && seen=1
+    a+=("$x")
+  done
+  "$ab" -q -n 1 --json "$tmp/$name-224.json" "${a[@]}" >"$tmp/$name-224.txt"
 }
 run free_high_batch -a ${P}FREE_HIGH_BATCH=0 -a ${P}FREE_HIGH_BATCH=1 -- "${xl[@]}"
 run free_high -a ${P}FREE_HIGH=0 -a ${P}FREE_HIGH=1 -- "${xl[@]}"

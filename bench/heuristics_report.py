@@ -59,7 +59,9 @@ def fmt(v):
 
 print(f"Each table: the same workload with the switch off and on, {runs} interleaved runs each "
       "after a warm-up (`bench/heuristics.sh`), medians; pcpmalloc counters are per run. "
-      "`*` marks a difference Welch's t-test finds significant at 95% (wall, RSS, ops/s).\n")
+      "`*` marks a difference Welch's t-test finds significant at 95% (wall, RSS, ops/s). The 224-CPU "
+      "columns: one run of the same pair on a synthetic 2-socket 224-CPU machine "
+      "(`PCPMALLOC_TOPOLOGY_SYNTHETIC`, `PCPMALLOC_CPU_SOURCE=tid`), counters only.\n")
 for key, title, switch, workload, kernel, metrics in MECH:
     path = os.path.join(d, key + ".json")
     if not os.path.exists(path):
@@ -71,8 +73,15 @@ for key, title, switch, workload, kernel, metrics in MECH:
     off, on = j["allocators"]
     print(f"### {title}\n")
     print(f"Switch `{switch}`; workload: {workload}. The post: {kernel}.\n")
-    print("| metric | off | on | change |")
-    print("|---|---|---|---|")
+    big = None
+    bpath = os.path.join(d, key + "-224.json")
+    if os.path.exists(bpath):
+        bj = json.load(open(bpath))
+        bcmd = next(iter(bj["results"]))
+        boff, bon = bj["allocators"]
+        big = (bj["results"][bcmd][boff], bj["results"][bcmd][bon])
+    print("| metric | off | on | change | 224 CPUs: off | on | change |")
+    print("|---|---|---|---|---|---|---|")
     for m in metrics:
         a = [metric(r, m) for r in res[off]]
         b = [metric(r, m) for r in res[on]]
@@ -83,5 +92,12 @@ for key, title, switch, workload, kernel, metrics in MECH:
         ma, mb = statistics.median(a), statistics.median(b)
         ch = f"{(mb - ma) / ma * 100:+.1f}%" if ma else "-"
         sig = summ.get(m, {}).get("by_alloc", {}).get(on, {}).get("significant")
-        print(f"| {m} | {fmt(ma)} | {fmt(mb)} | {ch}{' *' if sig else ''} |")
+        cells = ["-", "-", "-"]
+        if big and m not in ("wall", "user", "sys", "rss", "ops_per_s"):  # counters only
+            xa = [x for x in (metric(r, m) for r in big[0]) if x is not None]
+            xb = [x for x in (metric(r, m) for r in big[1]) if x is not None]
+            if xa and xb:
+                ba, bb = statistics.median(xa), statistics.median(xb)
+                cells = [fmt(ba), fmt(bb), f"{(bb - ba) / ba * 100:+.1f}%" if ba else "-"]
+        print(f"| {m} | {fmt(ma)} | {fmt(mb)} | {ch}{' *' if sig else ''} | " + " | ".join(cells) + " |")
     print()

@@ -65,6 +65,7 @@ bool pcpm_reclaim_address_space(void)
 	if (!pcpm_as_limited && pcpm_os_as_limited())
 		pcpm_as_limited = true; /* setrlimit after start-up */
 	tcache_flush_all(&pcpm_tc);
+	sheaf_flush_all();
 	slab_shrink_all();
 	pcp_drain_all();
 	huge_drain_deferred(huge_free);
@@ -87,7 +88,7 @@ static void *__malloc_slow(size_t n)
 	for (bool retried = false;; retried = true) {
 		if (n <= SLAB_MAX_SIZE) {
 			p = tcache_alloc_slow(size_to_class(n));
-		} else if (n <= SLAB_PAGED_MAX) {
+		} else if (n <= pcpm_paged_max) {
 			p = tcache_alloc_slow(size_to_paged_class(n));
 		} else if (n > PTRDIFF_MAX) {
 			p = NULL;

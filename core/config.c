@@ -53,6 +53,8 @@ static const struct tunable table[] = {
 	  "PCPF_FREE_HIGH_BATCH is set when slice > factor * batch pages" },
 	{ "PCPMALLOC_FBATCH", T_INT, I(fbatch), AUTO, 1, 255, NULL,
 	  "objects per thread-cache refill/flush (pagevec: 15, or 31 above 64 CPUs)" },
+	{ "PCPMALLOC_SHEAVES", T_INT, I(sheaves), 1, 0, 1, NULL,
+	  "per-CPU sheaves of free objects between the thread caches and the slabs (+ per-node barns)" },
 	{ "PCPMALLOC_DECAY_MS", T_INT, I(decay_ms), 1000, 1, 3600000, NULL,
 	  "period of decay_pcp_high (ms); free memory idle for half of it is purged every half period" },
 	{ "PCPMALLOC_DECAY_SHIFT", T_INT, I(decay_shift), 3, 1, 16, NULL,

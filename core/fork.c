@@ -57,6 +57,7 @@ void pcpm_fork_prepare(void)
 	pcpm_init_lock();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_prepare();
+	sheaf_lock_all();
 	slab_lock_all();
 	pcpm_lock(&pcpm_zones_lock);
 	pcp_lock_all();
@@ -83,6 +84,7 @@ void pcpm_fork_parent(void)
 	pcp_unlock_all();
 	pcpm_unlock(&pcpm_zones_lock);
 	slab_unlock_all();
+	sheaf_unlock_all();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_parent();
 	pcpm_init_unlock();
@@ -112,6 +114,7 @@ void pcpm_fork_child(void)
 	pcp_reset_locks();
 	pcpm_lock_reset(&pcpm_zones_lock);
 	slab_reset_locks();
+	sheaf_reset_locks();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_child();
 	pcpm_init_reset_lock();

@@ -100,10 +100,14 @@ bool pcpm_init(void)
 		}
 		/* secure mode carves whole slabs in random order; memcheck mode keeps object 0
 		 * back and sends every free through its front end */
+		pcpm_cycles_mark(); /* the lock profile's clock */
 		pcpm_slab_init(secure ? SLAB_FREELIST_RANDOM : pcpm_vg ? SLAB_HIDE_FIRST : 0);
 		/* the fast stacks in the default mode only; secure mode has stacks of its own,
 		 * which only its front end pops and pushes */
 		pcpm_tcache_init(!pcpm_vg && !secure, secure);
+		/* CPU sheaves in the default mode only: the other modes check and annotate
+		 * objects on the paths between the thread caches and the slabs */
+		pcpm_sheaf_init(!pcpm_vg && !secure && pcpm_cfg.sheaves && pcpm_cfg.tcache);
 		if (secure)
 			pcpm_secure_init(pcpm_link_key);
 		huge_init(pcpm_vg);

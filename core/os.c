@@ -293,6 +293,26 @@ uint64_t pcpm_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t mark_cycles, mark_ns;
+
+void pcpm_cycles_mark(void)
+{
+	mark_ns = pcpm_now_ns();
+	mark_cycles = pcpm_cycles();
+}
+
+double pcpm_ns_per_cycle(void)
+{
+	if (!mark_ns)
+		return 1.0;
+	while (pcpm_now_ns() - mark_ns < 1000000) /* (a process younger than 1 ms) */
+		__builtin_ia32_pause();
+	uint64_t c = pcpm_cycles(), n = pcpm_now_ns();
+	if (c <= mark_cycles)
+		return 1.0;
+	return (double)(n - mark_ns) / (double)(c - mark_cycles);
+}
+
 const char *pcpm_getenv(const char *name)
 {
 	size_t n = strlen(name);

@@ -31,6 +31,15 @@
 #define PAGE_SHIFT 12
 #define PAGE_SIZE (1UL << PAGE_SHIFT)
 #define CACHELINE 64
+/*
+ * Layout of data that several CPUs touch (the kernel's __read_mostly and
+ * ____cacheline_aligned): PCPM_READ_MOSTLY for globals written at start-up and read on
+ * every path (they share PCPM_HOT's section: written once, then read); PCPM_CACHELINE_ALIGNED
+ * starts a field or object on a cache line of its own, for locks and fields that several CPUs
+ * write, so they do not invalidate the lines that others only read.
+ */
+#define PCPM_READ_MOSTLY PCPM_HOT
+#define PCPM_CACHELINE_ALIGNED __attribute__((aligned(CACHELINE)))
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -142,6 +151,19 @@ int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict);
 /* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
 uint64_t pcpm_now_ms(void);
 uint64_t pcpm_now_ns(void);
+/* The time-stamp counter (rdtsc; the monotonic clock in ns elsewhere): a few ns to read. */
+static inline uint64_t pcpm_cycles(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __builtin_ia32_rdtsc();
+#else
+	return pcpm_now_ns();
+#endif
+}
+/* Nanoseconds per pcpm_cycles() step, measured against the monotonic clock between the
+ * library's start (pcpm_cycles_mark at init) and now; 1 before the mark or without rdtsc. */
+void pcpm_cycles_mark(void);
+double pcpm_ns_per_cycle(void);
 
 /* getenv() that reads environ directly: usable before libc finished starting up. */
 const char *pcpm_getenv(const char *name);

@@ -207,11 +207,14 @@ struct kmem_cache *kmem_cache_of(unsigned cls)
 static void __slab_free_deferred(struct kmem_cache *s);
 
 /* Takes the cache lock; frees what signal handlers deferred meanwhile (slab_free_nested). */
+static inline void cache_unlock(struct kmem_cache *s)
+{
+	lockstat_unlock(&s->lock, &s->ls);
+}
+
 static inline void cache_lock(struct kmem_cache *s)
 {
-	if (pcpm_lock(&s->lock))
-		s->lock_contended++;
-	s->lock_count++;
+	lockstat_lock(&s->lock, &s->ls);
 	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
 		__slab_free_deferred(s);
 }
@@ -282,59 +285,88 @@ static void slab_carved(struct kmem_cache *s, struct page *pg)
 		pg[i].fast_lim = pg->carved;
 }
 
+/* Links o after *link (first object: into *first); o's second word = key. */
+static inline void link_obj(void **first, void ***link, void *o, uintptr_t key)
+{
+	if (*link != first)
+		fl_store(*link, o);
+	else
+		*first = o;
+	*link = (void **)o;
+	((uintptr_t *)o)[1] = key;
+}
+
+#define CARVE_RANGES 16 /* runs of never-used objects one call may carve */
+#define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
+
+/*
+ * Objects already used (on slab freelists) are linked under the lock; never-used ones are
+ * only counted out of their slab under it (carved advances) and linked after the unlock, so
+ * the first touch of new memory - a page fault per page - never happens under the
+ * kmem_cache lock.  New slabs for everything still missing come with the lock dropped and go
+ * onto the partial list in one hold.
+ */
 unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
 {
 	struct kmem_cache *s = kmem_cache_of(cls);
 	void *first = NULL, **link = &first;
-	unsigned got = 0;
+	struct {
+		char *addr;
+		unsigned n;
+	} carve[CARVE_RANGES];
+	unsigned got = 0, ncarve = 0;
 	cache_lock(s);
 	while (got < want) {
 		if (list_empty(&s->partial)) {
-			pcpm_unlock(&s->lock);
-			struct page *pg = new_slab(s);
+			struct page *fresh[NEW_SLABS_MAX];
+			unsigned need = (want - got + s->objects - 1) / s->objects, nf = 0;
+			need = MIN(need, NEW_SLABS_MAX);
+			cache_unlock(s);
+			while (nf < need && (fresh[nf] = new_slab(s)) != NULL)
+				nf++;
 			cache_lock(s);
-			if (!pg)
+			if (!nf)
 				break;
-			s->nr_slabs++;
-			s->slab_alloc++;
-			list_add(&pg->lru, &s->partial);
-			s->nr_partial++;
+			for (unsigned i = 0; i < nf; i++) {
+				s->nr_slabs++;
+				s->slab_alloc++;
+				list_add_tail(&fresh[i]->lru, &s->partial);
+				s->nr_partial++;
+			}
 		}
 		struct page *pg = (struct page *)s->partial.next;
 		while (got < want && pg->freelist) {
 			void *o = pg->freelist;
 			vg_open_obj(o);
 			pg->freelist = slab_fl_next(s, pg, o);
-			if (link != &first)
-				fl_store(link, o);
-			else
-				first = o;
-			link = (void **)o;
-			((uintptr_t *)o)[1] = key;
+			link_obj(&first, &link, o, key);
 			pg->inuse++;
 			got++;
 		}
-		while (got < want && pg->carved < s->objects) {
-			void *o = pg->addr + (size_t)pg->carved * s->size;
-			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + 1), __ATOMIC_RELAXED);
-			vg_open_obj(o);
-			if (link != &first)
-				fl_store(link, o);
-			else
-				first = o;
-			link = (void **)o;
-			((uintptr_t *)o)[1] = key;
-			pg->inuse++;
-			got++;
-			if (got == want || pg->carved == s->objects)
-				slab_carved(s, pg);
+		if (got < want && pg->carved < s->objects) {
+			if (ncarve == CARVE_RANGES)
+				break; /* (not with today's sizes: a call takes <= 128 objects) */
+			unsigned k = MIN(want - got, s->objects - pg->carved);
+			carve[ncarve].addr = pg->addr + (size_t)pg->carved * s->size;
+			carve[ncarve++].n = k;
+			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + k), __ATOMIC_RELAXED);
+			pg->inuse += k;
+			got += k;
+			slab_carved(s, pg);
 		}
 		if (!slab_has_free(s, pg)) {
 			list_del(&pg->lru);
 			s->nr_partial--;
 		}
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
+	for (unsigned r = 0; r < ncarve; r++) {
+		for (unsigned j = 0; j < carve[r].n; j++) {
+			void *o = carve[r].addr + (size_t)j * s->size;
+			vg_open_obj(o);
+			link_obj(&first, &link, o, key);
+		}
+	}
 	if (link != &first)
 		fl_store(link, NULL);
 	*head = first;
@@ -384,9 +416,8 @@ void *slab_alloc_nested(unsigned cls)
 {
 	struct kmem_cache *s = &pcpm_caches[cls];
 	/* (not set up yet: it has no slab to take from, and setting it up would wait) */
-	if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE) || !pcpm_trylock(&s->lock))
+	if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE) || !lockstat_trylock(&s->lock, &s->ls))
 		return NULL;
-	s->lock_count++;
 	if (unlikely(atomic_load_explicit(&s->deferred, memory_order_relaxed)))
 		__slab_free_deferred(s);
 	void *o = NULL;
@@ -410,7 +441,7 @@ void *slab_alloc_nested(unsigned cls)
 			}
 		}
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	if (o)
 		((uintptr_t *)o)[1] = 0;
 	return o;
@@ -419,13 +450,12 @@ void *slab_alloc_nested(unsigned cls)
 void slab_free_nested(void *o, struct page *head)
 {
 	struct kmem_cache *s = head->slab_cache;
-	if (pcpm_trylock(&s->lock)) {
-		s->lock_count++;
+	if (lockstat_trylock(&s->lock, &s->ls)) {
 		uint32_t min = s->min_partial;
 		s->min_partial = UINT32_MAX; /* no pcp call from a signal handler */
 		__slab_free_one(s, o, head);
 		s->min_partial = min;
-		pcpm_unlock(&s->lock);
+		cache_unlock(s);
 		return;
 	}
 	/* the lock holder may be the thread this handler interrupted: defer (Treiber push) */
@@ -457,7 +487,7 @@ void slab_free_bulk(unsigned cls, void *head, unsigned n)
 			empty[nempty++] = e;
 		o = next;
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	for (unsigned i = 0; i < nempty; i++)
 		discard_slab(s, empty[i]);
 }
@@ -478,7 +508,7 @@ bool slab_object_is_free(struct page *head, const void *p)
 		vg_close_obj(o);
 		o = next;
 	}
-	pcpm_unlock(&s->lock);
+	cache_unlock(s);
 	return found;
 }
 
@@ -503,7 +533,7 @@ size_t slab_shrink_all(void)
 					break;
 				}
 			}
-			pcpm_unlock(&s->lock);
+			cache_unlock(s);
 			if (!victim)
 				break;
 			discard_slab(s, victim);
@@ -515,12 +545,17 @@ size_t slab_shrink_all(void)
 
 void slab_stats_add(struct pcpm_stats *st)
 {
+	struct lock_sum ls = { 0 };
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		st->slab_alloc += pcpm_caches[c].slab_alloc;
 		st->slab_free += pcpm_caches[c].slab_free;
-		st->slab_lock += pcpm_caches[c].lock_count;
-		st->slab_lock_contended += pcpm_caches[c].lock_contended;
+		lock_sum_add(&ls, &pcpm_caches[c].ls);
 	}
+	st->slab_lock += ls.acquired;
+	st->slab_lock_contended += ls.contended;
+	st->slab_lock_wait_ns += ls.wait_ns;
+	st->slab_lock_hold_ns += lock_sum_hold_ns(&ls);
+	st->slab_lock_busiest += ls.busiest;
 }
 
 void slab_lock_all(void)

@@ -3,7 +3,7 @@
  *
  * Classes: 16..128 bytes in 16-byte steps (every result 16-byte aligned, as glibc), then
  * eight classes per power of two up to 16 KiB, so above 128 B a request wastes at most 1/8
- * of its object; then the paged classes (20, 24, 28 KiB, below).  A slab is 2^order pages
+ * of its object; then the paged classes (20, 24, 28, 32 KiB, below).  A slab is 2^order pages
  * (order 0..3, the kernel's calculate_order; up to 4 above 8 KiB and 5 for the paged classes,
  * see paged_order) from the pcp or, above order 3, the zone, cut into equal objects on
  * demand (bump carving, so untouched objects cost no RSS), with a SLUB freelist threaded
@@ -16,18 +16,21 @@
 #ifndef PCPM_SLAB_H
 #define PCPM_SLAB_H
 
+#include "lockstat.h"
 #include "pcp.h"
 
 #define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
 /*
- * Paged classes: 20, 24 and 28 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
+ * Paged classes: 20, 24, 28 and 32 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
  * the slow paths only (their thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.
  * A power-of-two page block for a 17..32 KiB request wastes a quarter of it on average
  * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
- * slab wastes the step's rounding and the slab's tail.  Above 28 KiB the order-3 block
- * itself is the best fit: those stay page runs.
+ * slab wastes the step's rounding and the slab's tail.  The 32 KiB class is one order-3 block
+ * per slab (no waste), as the page run it replaced, but its objects wait on the CPU sheaves
+ * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14); without
+ * sheaves (4 CPUs or fewer) 28-32 KiB stay page runs (pcpm_paged_max).  Above: page runs.
  */
-#define SLAB_PAGED_MAX 28672
+#define SLAB_PAGED_MAX 32768
 #define SLAB_PAGED_STEP 4096
 #define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
 #define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
@@ -35,21 +38,30 @@
 #define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
 #define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
 
+/*
+ * Layout: the fields read on every path sit on the first cache line, written once when the
+ * cache is set up; the lock and everything written under it on lines of their own
+ * (____cacheline_aligned_in_smp in the kernel), so the CPUs that take the lock do not
+ * invalidate the line that realloc, malloc_usable_size and the refills read.
+ */
 struct kmem_cache {
-	pcpm_lock_t lock;
+	/* read-mostly: written by cache_setup() only */
 	uint32_t size;	      /* object size, bytes */
 	uint32_t objects;     /* objects per slab */
 	uint32_t order;	      /* slab order (pages = 2^order) */
 	uint32_t reciprocal;  /* 2^32 / size + 1: exact object index for offsets < 2^17 */
 	uint32_t cls;	      /* index in pcpm_caches */
+	/* written under lock */
+	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	uint32_t nr_partial;  /* slabs on partial */
 	uint32_t min_partial; /* partial slabs kept before empty ones are freed */
 	struct list_head partial;
 	_Atomic(void *) deferred; /* objects freed by signal handlers while the lock was
 				   * taken (safe-linked stack); drained by the next holder */
 	/* counters, under lock */
-	uint64_t nr_slabs, slab_alloc, slab_free, lock_count, lock_contended;
-} __attribute__((aligned(64)));
+	uint64_t nr_slabs, slab_alloc, slab_free;
+	struct lock_stat ls; /* the lock profile: slab_lock* in the statistics */
+} PCPM_CACHELINE_ALIGNED;
 
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 /* The cache of class cls, set up (kmem_cache_create) at its first use; thread-safe. */

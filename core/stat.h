@@ -20,6 +20,8 @@
 	X(zone_lock)		/* zone lock acquisitions */                                       \
 	X(zone_lock_contended)	/* ... that had to wait */                                         \
 	X(zone_lock_wait_ns)	/* time spent waiting for the zone lock */                        \
+	X(zone_lock_hold_ns)	/* mean zone lock hold, ns (one hold in 64 timed) */               \
+	X(zone_lock_busiest)	/* acquisitions of the zone lock taken most (one per node) */     \
 	X(pcp_lock_contended)	/* pcp trylock failures (the zone was used instead) */             \
 	X(refills)		/* rmqueue_bulk calls from a pcp */                                \
 	X(refill_pages)		/* pages moved zone -> pcp */                                      \
@@ -35,6 +37,17 @@
 	X(slab_free)		/* empty slabs given back to the pcp */                            \
 	X(slab_lock)		/* kmem_cache lock acquisitions */                                 \
 	X(slab_lock_contended)	/* kmem_cache lock acquisitions that waited */                    \
+	X(slab_lock_wait_ns)	/* time spent waiting for kmem_cache locks */                     \
+	X(slab_lock_hold_ns)	/* mean kmem_cache lock hold, ns (one hold in 64 timed) */         \
+	X(slab_lock_busiest)	/* acquisitions of the kmem_cache lock taken most */              \
+	X(barn_lock)		/* barn lock acquisitions (per node and class: full sheaves) */   \
+	X(barn_lock_contended)	/* ... that had to wait */                                         \
+	X(barn_lock_wait_ns)	/* time spent waiting for barn locks */                           \
+	X(barn_lock_hold_ns)	/* mean barn lock hold, ns (one hold in 64 timed) */               \
+	X(barn_lock_busiest)	/* acquisitions of the barn lock taken most */                    \
+	X(sheaf_refills)	/* CPU sheaves refilled from a barn or the slabs */               \
+	X(sheaf_flushes)	/* full CPU sheaves given to a barn or the slabs */               \
+	X(sheaf_lock_contended)	/* CPU sheaf trylock failures (the slabs were used instead) */   \
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
 	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \

@@ -1,7 +1,7 @@
 /*
  * tcache.c - thread-cache slow paths: refill, flush, set-up and teardown (see tcache.h).
- * Calls the slab layer (slab_alloc_bulk, slab_free_bulk); called by the default functions
- * and the front ends.
+ * Calls the slab layer through its per-CPU level (sheaf.c), and slab.c for the checks; called
+ * by the default functions and the front ends.
  */
 #include "tcache.h"
 #include "config.h"
@@ -19,9 +19,17 @@ static unsigned fbatch PCPM_HOT;
  * that uses them) */
 static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
-/* Bytes of objects above 4 KiB a thread's stack of one class may hold: one slab of
- * PAGE_ALLOC_COSTLY_ORDER (32 KiB), what one refill from a slab of those classes gives. */
-#define TCACHE_LARGE_BYTES (PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER)
+/*
+ * Mid sizes (the classes above 4 KiB the fast paths serve, to 16 KiB) are bounded by bytes:
+ * a stack may hold mid_class_bytes of objects (at least 2), and a thread's mid-size stacks
+ * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
+ * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
+ * than nine full stacks.  64 KiB a stack (8 of 8 KiB, 4 of 16 KiB) on machines with CPU
+ * sheaves (more than 4 CPUs); on smaller ones 32 KiB and at most 4 objects a stack with no
+ * total (as before: 64 KiB raised xthread-large's peak RSS by 12 % on 2 CPUs, 7.0 -> 7.9
+ * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
+ */
+static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -38,17 +46,19 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 {
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
+	bool big = pcpm_nr_cpus > 4;
+	mid_class_bytes = (size_t)(big ? 64 : 32) << 10;
+	mid_bytes = big ? 4 * mid_class_bytes : SIZE_MAX;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
-		 * doubled for main + spare), never below one batch.  Above 4 KiB at most
-		 * TCACHE_LARGE_BYTES of objects (2 to 4): every thread keeps a stack per class,
-		 * and with nine classes from 8 to 16 KiB four objects each held 0.8 MiB of
-		 * xthread-large's peak, where the producer's and the consumer's stacks both
-		 * fill (a remote free parks the object in the freeing thread's cache). */
+		 * doubled for main + spare), never below one batch; above 4 KiB by bytes (see
+		 * mid_bytes: with nine classes from 8 to 16 KiB, stacks of a fixed four
+		 * objects each held 0.8 MiB of xthread-large's peak, where the producer's and
+		 * the consumer's stacks both fill). */
 		uint32_t size = pcpm_class_size[c];
-		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : size <= 4096 ? fbatch : 4;
+		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : fbatch;
 		if (size > 4096)
-			cap = MAX(2u, MIN(cap, TCACHE_LARGE_BYTES / size));
+			cap = (unsigned)MAX(2UL, MIN(big ? cap : 4, mid_class_bytes / size));
 		/* paged classes: none (the fast paths never see them; a producer's objects
 		 * parked in its consumer's cache would pin their large slabs) */
 		if (c >= SLAB_PAGED_FIRST)
@@ -144,7 +154,7 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
 	fl_store(last, NULL);
 	b->avail += n;
 	tc->flushes++;
-	slab_free_bulk(cls, first, n);
+	sheaf_free_bulk(cls, first, n);
 }
 
 /*
@@ -158,6 +168,29 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
  * before the next flush.  xthread-small: 16 classes x 45-60 objects stayed in the
  * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
  */
+/*
+ * The thread's mid-size stacks (classes above 4 KiB) hold more than mid_bytes: the
+ * other classes' stacks go back to the slab layer, largest objects first, until they fit.
+ * Slow paths only (after a refill or a flush of a mid-size class); the fast path's pushes may
+ * overrun the budget by the room the stacks had until the next slow path.
+ */
+static void tcache_mid_trim(struct tcache *tc, unsigned keep)
+{
+	if (pcpm_class_size[keep] <= 4096 || keep >= SLAB_PAGED_FIRST || mid_bytes == SIZE_MAX)
+		return;
+	size_t bytes = 0;
+	unsigned first = size_to_class(4097);
+	for (unsigned c = first; c < SLAB_PAGED_FIRST; c++)
+		bytes += (size_t)bin_count(tc, c) * pcpm_class_size[c];
+	for (unsigned c = SLAB_PAGED_FIRST; c-- > first && bytes > mid_bytes;) {
+		unsigned n = bin_count(tc, c);
+		if (c == keep || !n)
+			continue;
+		flush_bin(tc, c, n);
+		bytes -= (size_t)n * pcpm_class_size[c];
+	}
+}
+
 static void tcache_flush_full(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *b = &tc->bins[cls];
@@ -177,6 +210,7 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 	} else {
 		flush_bin(tc, cls, batch);
 	}
+	tcache_mid_trim(tc, cls);
 }
 
 static void *__tcache_alloc_slow(unsigned cls);
@@ -199,7 +233,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 		return head;
 	if (tc->state != TC_ACTIVE) {
 		/* no cache (disabled, or after thread exit): one object straight from the slab */
-		if (!slab_alloc_bulk(cls, 1, &head, 0))
+		if (!sheaf_alloc_bulk(cls, 1, &head, 0))
 			return NULL;
 		atomic_fetch_add_explicit(&nocache_malloc, 1, memory_order_relaxed);
 		((uintptr_t *)head)[1] = 0;
@@ -214,7 +248,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 	unsigned want = batch_for(cls);
 	if (want > b->avail)
 		want = b->avail;
-	unsigned got = slab_alloc_bulk(cls, want ? want : 1, &head, pcpm_free_key);
+	unsigned got = sheaf_alloc_bulk(cls, want ? want : 1, &head, pcpm_free_key);
 	if (!got)
 		return NULL;
 	tc->refills++;
@@ -224,6 +258,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 	b->avail -= got - 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
+	tcache_mid_trim(tc, cls);
 	return p;
 }
 
@@ -253,7 +288,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
-		slab_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, p, 1);
 		return;
 	}
 	if (likely(pcpm_tcache_cap[cls]))
@@ -262,7 +297,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		fl_store(p, NULL);
-		slab_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, p, 1);
 	}
 }
 
@@ -278,7 +313,7 @@ bool tcache_mode_refill(struct tcache *tc, unsigned cls)
 	unsigned want = mode_batch_for(cls);
 	if (want > sb->avail)
 		want = sb->avail;
-	unsigned got = slab_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
+	unsigned got = sheaf_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
 	if (!got)
 		return false;
 	sb->avail -= got;
@@ -347,7 +382,7 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 	for (void *o = tc->sbins[cls].head; o && limit; o = fl_decode(o, call), limit--)
 		if (o == p)
 			pcpm_fatal("%s(): double free %p", call, p);
-	if (slab_object_is_free(head, p))
+	if (slab_object_is_free(head, p) || sheaf_holds(cls, p))
 		pcpm_fatal("%s(): double free %p", call, p);
 	if (tcache_in_other_cache(p, cls))
 		pcpm_fatal("%s(): double free %p", call, p);

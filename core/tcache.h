@@ -14,7 +14,7 @@
 #define PCPM_TCACHE_H
 
 #include "nested.h"
-#include "slab.h"
+#include "sheaf.h"
 
 struct tcache_bin {
 	void *head;	/* top of the stack */

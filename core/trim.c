@@ -12,6 +12,7 @@ int dfl_trim(void)
 {
 	PCPM_INSIDE_BEGIN();
 	tcache_flush_all(&pcpm_tc);
+	sheaf_flush_all();
 	slab_shrink_all();
 	pcp_drain_all();
 	huge_drain_deferred(huge_free);

@@ -33,12 +33,7 @@ void pcpm_zone_init(struct zone *z)
 
 void zone_lock(struct zone *z)
 {
-	uint64_t wait = pcpm_lock(&z->lock);
-	z->zone_lock++;
-	if (wait) {
-		z->zone_lock_contended++;
-		z->zone_lock_wait_ns += wait;
-	}
+	lockstat_lock(&z->lock, &z->ls);
 	if (unlikely(atomic_load_explicit(&z->deferred, memory_order_relaxed))) {
 		struct page *pg = atomic_exchange_explicit(&z->deferred, NULL, memory_order_acquire);
 		uint64_t now = pcpm_now_ms();
@@ -681,18 +676,22 @@ void zone_wake_waiter(void)
 
 void zone_stats_add(struct pcpm_stats *s)
 {
+	struct lock_sum ls = { 0 };
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++) {
 		struct zone *z = &pcpm_zones[n];
 		s->pgalloc_zone += z->pgalloc_zone;
 		s->pgfree_zone += z->pgfree_zone;
-		s->zone_lock += z->zone_lock;
-		s->zone_lock_contended += z->zone_lock_contended;
-		s->zone_lock_wait_ns += z->zone_lock_wait_ns;
+		lock_sum_add(&ls, &z->ls);
 		s->purge_runs += z->purge_runs;
 		s->purged_bytes += z->purged_bytes;
 		s->zone_grow += z->zone_grow;
 		s->zone_used_peak += z->in_use_max;
 		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
+	s->zone_lock += ls.acquired;
+	s->zone_lock_contended += ls.contended;
+	s->zone_lock_wait_ns += ls.wait_ns;
+	s->zone_lock_hold_ns += lock_sum_hold_ns(&ls);
+	s->zone_lock_busiest += ls.busiest;
 }

@@ -12,6 +12,7 @@
 #define PCPM_ZONE_H
 
 #include "arena.h"
+#include "lockstat.h"
 
 #define MAX_PAGE_ORDER 10 /* 4 MiB blocks */
 #define NR_PAGE_ORDERS (MAX_PAGE_ORDER + 1)
@@ -39,12 +40,15 @@ struct per_cpu_pages;
  * once by pcpm_numa_setup() before the zone is published through pcpm_nr_zones.
  */
 struct zone {
-	pcpm_lock_t lock;
+	/* read-mostly: every pcp operation reads per_cpu_pageset, so the lock (which every
+	 * CPU's refills and drains write) starts the next cache line */
 	int node;	     /* logical node index (hwloc), == index in pcpm_zones */
 	int os_node;	     /* the kernel's node number, for mbind */
 	int bind;	     /* NUMA_BIND_* policy applied to each new arena, or -1: none */
 	size_t max_pages;    /* cap on managed_pages (0: none); tests use it to exhaust a zone */
 	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
+	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
+	struct lock_stat ls; /* the lock profile: zone_lock* in the statistics */
 	struct free_area free_area[NR_PAGE_ORDERS];
 	struct arena *arena;	/* arena being grown */
 	size_t managed_pages;	/* pages committed into this zone and given to its buddy */
@@ -64,7 +68,6 @@ struct zone {
 	 * the trylock_free_pages analogue, drained by the next zone_lock() holder */
 	_Atomic(struct page *) deferred;
 	/* counters, under lock */
-	uint64_t zone_lock, zone_lock_contended, zone_lock_wait_ns;
 	uint64_t pgalloc_zone, pgfree_zone, purge_runs, purged_bytes, zone_grow;
 	uint64_t mbind_failed; /* arenas whose mbind the kernel refused (under lock) */
 	/* zonelist fallback, counted without a lock (rare): numa_miss = blocks this zone
@@ -94,14 +97,14 @@ static inline struct zone *page_zone(struct page *pg)
 /* Serialises zone bring-up (pcpm_numa_setup) against fork; taken before any pcp lock. */
 extern pcpm_lock_t pcpm_zones_lock;
 
-/* Lock with contention accounting (zone_lock, zone_lock_contended, zone_lock_wait_ns). */
+/* Lock with the lock profile (zone_lock, _contended, _wait_ns, _hold_ns, _busiest). */
 void zone_lock(struct zone *z);
 void __zone_shrink_pending(struct zone *z);
 static inline void zone_unlock(struct zone *z)
 {
 	if (unlikely(z->shrink_pending))
 		__zone_shrink_pending(z);
-	pcpm_unlock(&z->lock);
+	lockstat_unlock(&z->lock, &z->ls);
 }
 
 /* One block of 2^order pages, or NULL when memory is exhausted.  Lock held. */

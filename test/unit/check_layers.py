@@ -34,6 +34,7 @@ LAYERS = [
     ['core/huge_quarantine.c'],
     ['core/large.c'],
     ['core/tcache.c'],
+    ['core/sheaf.c'],           # the slab layer's per-CPU level (sheaves, barns)
     ['core/slab.c'],
     ['core/pcp.c'],
     ['core/zone.c'],
@@ -58,6 +59,7 @@ HEADER_OWNER = {
     'core/nested.h': 'core/os.c',            # the variables live in os.c
     'core/free_fast.h': None,
     'core/stat.h': None,                     # struct pcpm_stats: every layer fills it
+    'core/lockstat.h': None,                 # the lock profile: inline helpers over os.h
     'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
     'preload/pcpmalloc.h': 'preload/preload.c',
 }

@@ -1,0 +1,54 @@
+/*
+ * sheaf.h - the per-CPU level of the slab layer: per CPU slot and size class a main and a
+ * spare sheaf of free objects, per NUMA node and class a barn of full sheaves (Linux 6.18's
+ * slub_percpu_sheaves and node_barn; kernel-pcp.md §7.2, §12.6).  The thread caches refill
+ * from and flush to their CPU's sheaves with no process-wide lock; a barn (O(1) exchange of a
+ * whole sheaf) or a kmem_cache (one lock hold per sheaf) is touched only when a CPU runs out
+ * of or overflows its two sheaves.  See sheaf.c.  Calls slab (below it) and pcp (the CPU).
+ * Thread-safety: every function is thread-safe.
+ */
+#ifndef PCPM_SHEAF_H
+#define PCPM_SHEAF_H
+
+#include "slab.h"
+
+/* Objects per sheaf of each class; 0: the level is off for the class (memcheck and secure
+ * mode, PCPMALLOC_SHEAVES=0): sheaf_alloc_bulk and sheaf_free_bulk go to the slabs. */
+extern uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES];
+
+/*
+ * The largest request a paged slab class serves: SLAB_PAGED_MAX (32 KiB) when the CPU sheaves
+ * hold that class, else 28 KiB - a 28-32 KiB request is then an order-3 page run through the
+ * pcp, cheaper than a one-object slab behind the kmem_cache lock.  Set by pcpm_sheaf_init.
+ */
+extern uint32_t pcpm_paged_max;
+
+/* Sizes the sheaves (after pcpm_slab_init; on: the mode lets objects wait on CPU sheaves). */
+void pcpm_sheaf_init(bool on);
+
+/*
+ * slab_alloc_bulk / slab_free_bulk through the calling CPU's sheaves, same contracts (slab.h):
+ * up to want objects (a NULL-terminated list through their first word, each second word =
+ * key) and how many, 0 when memory is exhausted; n objects of class cls given back (each
+ * carrying pcpm_free_key's mark, validated by the caller).  The CPU's sheaf lock is a
+ * trylock: when another thread holds it, the slabs serve the call directly.
+ */
+unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key);
+void sheaf_free_bulk(unsigned cls, void *head, unsigned n);
+
+/* Every object on every CPU's sheaves and in every barn back to the slabs (malloc_trim,
+ * address-space reclaim; before slab_shrink_all). */
+void sheaf_flush_all(void);
+
+/* Is p (an object of class cls) on a CPU sheaf or in a barn?  (double-free confirmation) */
+bool sheaf_holds(unsigned cls, const void *p);
+
+/* Counters (sheaf_*, barn_lock*) into s. */
+void sheaf_stats_add(struct pcpm_stats *s);
+
+/* fork: every sheaf and barn lock (before the kmem_cache locks), released or reset. */
+void sheaf_lock_all(void);
+void sheaf_unlock_all(void);
+void sheaf_reset_locks(void);
+
+#endif
