@@ -64,7 +64,7 @@ bool pcpm_reclaim_address_space(void)
 	int e = errno;
 	if (!pcpm_as_limited && pcpm_os_as_limited())
 		pcpm_as_limited = true; /* setrlimit after start-up */
-	tcache_flush_all(&pcpm_tc);
+	tcache_flush_all(tcache_self());
 	sheaf_flush_all();
 	slab_shrink_all();
 	pcp_drain_all();

@@ -17,16 +17,17 @@ typedef void pcpm_free_small_fn(void *p, unsigned cls);
 typedef void pcpm_free_checked_fn(void *p, struct page *head, const char *call);
 typedef void pcpm_free_generic_fn(void *p, const char *call);
 
-/* A validated slab object p on page pg (any page of its slab) into the thread cache. */
+/* A validated slab object p of class cls on page pg (any page of its slab) into the thread
+ * cache. */
 static inline __attribute__((always_inline)) void
-__pcpm_free_to_cache(void *p, struct page *pg, const char *call, pcpm_free_small_fn *small,
-		     pcpm_free_checked_fn *checked)
+__pcpm_free_to_cache(void *p, struct page *pg, size_t cls, const char *call,
+		     pcpm_free_small_fn *small, pcpm_free_checked_fn *checked)
 {
 	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
 		return checked(p, pg->slab_head, call);
-	if (likely(tcache_push(p, pg->cls)))
+	if (likely(tcache_push(p, (unsigned)cls)))
 		return;
-	return small(p, pg->cls);
+	return small(p, (unsigned)cls);
 }
 
 /*
@@ -46,8 +47,9 @@ __pcpm_free_call(void *p, const char *call, pcpm_free_small_fn *small,
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
 		size_t soff = (size_t)((const char *)p - pg->addr);
 		size_t idx = (soff * pg->reciprocal) >> 32;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff))
-			return __pcpm_free_to_cache(p, pg, call, small, checked);
+		size_t cls = pg->cls;
+		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[cls] == soff))
+			return __pcpm_free_to_cache(p, pg, cls, call, small, checked);
 	}
 	return generic(p, call);
 }

@@ -30,7 +30,7 @@
 static inline __attribute__((always_inline)) void *secure_pop_small(unsigned cls, size_t n,
 								     const char *call)
 {
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->sbins[cls];
 	if (unlikely(!b->head || pcpm_nested()))
 		return NULL;
@@ -46,7 +46,7 @@ static void *small_object(unsigned cls)
 	if (unlikely(pcpm_nested()))
 		return slab_alloc_nested(cls);
 	tcache_ensure();
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
 		struct tcache_bin *sb = &tc->sbins[cls];
 		if (!sb->head && !tcache_mode_refill(tc, cls))
@@ -66,7 +66,7 @@ static void __free_small(void *p, unsigned cls)
 		return;
 	}
 	tcache_ensure();
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
 		if (!tc->sbins[cls].avail)
 			tcache_mode_flush(tc, cls);
@@ -87,7 +87,7 @@ void secure_free_small(void *p, unsigned cls)
 {
 	/* room on the thread's own stack: checks, junk, push - no lock, no call, so no
 	 * pcpm_inside flag either; the rest in a function of its own */
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->sbins[cls];
 	if (likely(b->avail && !pcpm_nested())) {
 		__secure_free_small(p, pcpm_class_size[cls], "free");

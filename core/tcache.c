@@ -11,7 +11,11 @@
 #include <signal.h>
 #include <string.h>
 
-__thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
+/* The caches of threads that have not set theirs up yet, and of exited threads: empty stacks,
+ * no room (see tcache_self).  Read-only: nothing writes them. */
+static struct tcache tc_uninit = {.state = TC_UNINIT};
+static struct tcache tc_dead = {.state = TC_DEAD};
+__thread struct tcache *pcpm_tcp __attribute__((tls_model("initial-exec"))) = &tc_uninit;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
 /* Capacity of a front end's stacks (sbins: secure mode's), per class - the thread caches'
@@ -34,6 +38,7 @@ static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct tcache *registry PCPM_HOT;
+static struct tcache *free_caches; /* caches of exited threads, under registry_lock */
 /* counters of caches that are gone (thread exit) and of calls made without a cache */
 static struct {
 	uint64_t malloc_calls, free_calls, refills, flushes, large_allocs;
@@ -98,11 +103,29 @@ static inline unsigned mode_batch_for(unsigned cls)
 	return half < fbatch ? (half ? half : 1) : fbatch;
 }
 
+/* A cache for the calling thread: one an exited thread left, or fresh metadata; NULL when
+ * out of memory. */
+static struct tcache *tcache_get(void)
+{
+	pcpm_lock(&registry_lock);
+	struct tcache *tc = free_caches;
+	if (tc)
+		free_caches = tc->free_next;
+	pcpm_unlock(&registry_lock);
+	if (tc)
+		memset(tc, 0, sizeof(*tc));
+	else
+		tc = pcpm_meta_alloc(sizeof(*tc)); /* zeroed */
+	return tc;
+}
+
 void tcache_setup(void)
 {
-	struct tcache *tc = &pcpm_tc;
-	if (tc->state != TC_UNINIT)
+	if (pcpm_tcp != &tc_uninit)
 		return;
+	struct tcache *tc = tcache_get();
+	if (!tc)
+		return; /* no cache: every call goes to the slabs, and set-up is tried again */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		tc->bins[c].avail = tc->cap[c] = pcpm_tcache_cap[c];
 		tc->sbins[c].avail = mode_cap[c];
@@ -115,6 +138,7 @@ void tcache_setup(void)
 		registry->prev = tc;
 	registry = tc;
 	pcpm_unlock(&registry_lock);
+	pcpm_tcp = tc; /* before pthread_setspecific, which may allocate */
 	pthread_setspecific(tc_key, tc);
 }
 
@@ -224,7 +248,7 @@ void *tcache_alloc_slow(unsigned cls)
 
 static void *__tcache_alloc_slow(unsigned cls)
 {
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	if (unlikely(pcpm_nested()))
 		return slab_alloc_nested(cls);
 	tcache_ensure();
@@ -277,7 +301,7 @@ void tcache_free_slow(void *p, unsigned cls)
 
 static void __tcache_free_slow(void *p, unsigned cls)
 {
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	if (unlikely(pcpm_nested())) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
 		slab_free_nested(p, pcpm_page_of(p)->slab_head);
@@ -346,7 +370,7 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 	bool found = false;
 	pcpm_lock(&registry_lock);
 	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
-		if (tc == &pcpm_tc)
+		if (tc == tcache_self())
 			continue;
 		/* the fast stacks, else a front end's: one of the two is in use */
 		bool fast = pcpm_tcache_cap[cls] != 0;
@@ -372,7 +396,7 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 {
 	if (unlikely(pcpm_nested()))
 		return; /* the confirmation takes locks; a signal handler may not wait for them */
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	unsigned cls = head->cls;
 	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
 	for (void *o = tc->bins[cls].head; o && limit; o = fl_decode(o, call), limit--)
@@ -405,7 +429,7 @@ void tcache_flush_all(struct tcache *tc)
 static void tcache_thread_exit(void *arg)
 {
 	struct tcache *tc = arg;
-	if (tc != &pcpm_tc || tc->state != TC_ACTIVE || pcpm_nolock_all)
+	if (tc != pcpm_tcp || tc->state != TC_ACTIVE || pcpm_nolock_all)
 		return; /* (nolock child: the flush would wait; the objects stay cached) */
 	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
@@ -424,6 +448,10 @@ static void tcache_thread_exit(void *arg)
 	dead.refills += tc->refills;
 	dead.flushes += tc->flushes;
 	dead.large_allocs += tc->large_allocs;
+	/* from here on the thread allocates straight from the slabs; the cache is reused */
+	pcpm_tcp = &tc_dead;
+	tc->free_next = free_caches;
+	free_caches = tc;
 	pcpm_unlock(&registry_lock);
 }
 
@@ -438,7 +466,7 @@ void tcache_stats_add(struct pcpm_stats *s)
 		/* a signal handler that interrupted a registry lock holder (perhaps this thread)
 		 * must not wait (kernel-pcp.md §12.2): the exited threads' totals (static,
 		 * racy read of counters that only grow) and this thread's own, not the others' */
-		struct tcache *me = &pcpm_tc;
+		struct tcache *me = tcache_self();
 		s->malloc_calls += dead.malloc_calls + me->malloc_calls;
 		s->free_calls += dead.free_calls + me->free_calls;
 		s->tcache_refills += dead.refills + me->refills;
@@ -481,7 +509,7 @@ void tcache_fork_child(void)
 {
 	pcpm_lock_reset(&registry_lock);
 	for (struct tcache *tc = registry; tc; tc = tc->next) {
-		if (tc == &pcpm_tc)
+		if (tc == tcache_self())
 			continue;
 		dead.malloc_calls += tc->malloc_calls;
 		dead.free_calls += tc->free_calls;
@@ -489,9 +517,10 @@ void tcache_fork_child(void)
 		dead.flushes += tc->flushes;
 		dead.large_allocs += tc->large_allocs;
 	}
-	if (pcpm_tc.state == TC_ACTIVE) {
-		registry = &pcpm_tc;
-		pcpm_tc.next = pcpm_tc.prev = NULL;
+	struct tcache *me = tcache_self();
+	if (me->state == TC_ACTIVE) {
+		registry = me;
+		me->next = me->prev = NULL;
 	} else {
 		registry = NULL;
 	}
@@ -509,16 +538,17 @@ void tcache_fork_child(void)
  * lists drained by the next lock holder, allocations that cannot get one map memory.  The
  * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
  */
-static __thread struct tcache_bin parked[NR_SIZE_CLASSES] __attribute__((tls_model("initial-exec")));
 
 void pcpm_signal_enter(void)
 {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old); /* no second handler while the stacks move */
-	if (pcpm_sig_depth++ == 0) {
-		memcpy(parked, pcpm_tc.bins, sizeof(parked));
-		memset(pcpm_tc.bins, 0, sizeof(pcpm_tc.bins));
+	struct tcache *tc = tcache_self();
+	/* (the static caches of a thread without one have nothing to park) */
+	if (pcpm_sig_depth++ == 0 && tc->state == TC_ACTIVE) {
+		memcpy(tc->parked, tc->bins, sizeof(tc->parked));
+		memset(tc->bins, 0, sizeof(tc->bins));
 	}
 	atomic_signal_fence(memory_order_seq_cst);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -536,6 +566,7 @@ void pcpm_signal_exit(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	atomic_signal_fence(memory_order_seq_cst);
-	if (--pcpm_sig_depth == 0)
-		memcpy(pcpm_tc.bins, parked, sizeof(parked));
+	struct tcache *tc = tcache_self();
+	if (--pcpm_sig_depth == 0 && tc->state == TC_ACTIVE)
+		memcpy(tc->bins, tc->parked, sizeof(tc->parked));
 }

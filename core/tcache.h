@@ -36,9 +36,24 @@ struct tcache {
 	 * the thread only frees: tcache_free_slow), and malloc_calls at the last flush */
 	uint16_t cap[NR_SIZE_CLASSES];
 	uint64_t flush_mark;
+	/* the fast stacks while a signal handler runs (pcpm_signal_enter) */
+	struct tcache_bin parked[NR_SIZE_CLASSES];
+	struct tcache *free_next; /* on the list of caches of exited threads, for reuse */
 };
 
-extern __thread struct tcache pcpm_tc __attribute__((tls_model("initial-exec")));
+/*
+ * The calling thread's cache.  The thread-local part of pcpmalloc is this pointer and a few
+ * flags (initial-exec TLS of a few words, so the library can also be dlopen'ed or linked):
+ * the cache itself is allocator metadata, set up at the thread's first slow path, reused
+ * after the thread exits.  Never NULL: before set-up it is a static cache in the TC_UNINIT
+ * state and after exit one in TC_DEAD, both with empty stacks and no room, so the fast paths
+ * fall through to the slow paths without a test of their own.
+ */
+extern __thread struct tcache *pcpm_tcp __attribute__((tls_model("initial-exec"))) PCPM_HIDDEN;
+static inline __attribute__((always_inline)) struct tcache *tcache_self(void)
+{
+	return pcpm_tcp;
+}
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* One stack operation on bin b of tc (bins or sbins): pop needs a non-empty stack, push
@@ -68,7 +83,7 @@ static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
 static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->head))
 		return tcache_bin_pop(tc, b);
@@ -82,7 +97,7 @@ void tcache_free_slow(void *p, unsigned cls);
 /* Pushes a validated object; false when the stack is full or the cache is not active. */
 static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned cls)
 {
-	struct tcache *tc = &pcpm_tc;
+	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->bins[cls];
 	if (likely(b->avail)) {
 		tcache_bin_push(tc, b, p);
@@ -112,7 +127,7 @@ void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */
 static inline void tcache_ensure(void)
 {
-	if (unlikely(pcpm_tc.state == TC_UNINIT))
+	if (unlikely(tcache_self()->state == TC_UNINIT))
 		tcache_setup();
 }
 
@@ -120,11 +135,12 @@ static inline void tcache_ensure(void)
 void tcache_count_slow(bool is_free);
 static inline void tcache_count(bool is_free)
 {
-	if (likely(pcpm_tc.state == TC_ACTIVE)) {
+	struct tcache *tc = tcache_self();
+	if (likely(tc->state == TC_ACTIVE)) {
 		if (is_free)
-			pcpm_tc.free_calls++;
+			tc->free_calls++;
 		else
-			pcpm_tc.malloc_calls++;
+			tc->malloc_calls++;
 	} else {
 		tcache_count_slow(is_free);
 	}
@@ -133,7 +149,7 @@ static inline void tcache_count(bool is_free)
 /* Counts a page-run allocation (thread-local; folded in by the registry). */
 static inline void tcache_count_large(void)
 {
-	pcpm_tc.large_allocs++;
+	tcache_self()->large_allocs++;
 }
 
 /* Double-free confirmation for an object whose key word matched: aborts when it is free. */

@@ -11,7 +11,7 @@
 int dfl_trim(void)
 {
 	PCPM_INSIDE_BEGIN();
-	tcache_flush_all(&pcpm_tc);
+	tcache_flush_all(tcache_self());
 	sheaf_flush_all();
 	slab_shrink_all();
 	pcp_drain_all();

@@ -49,7 +49,7 @@ static void *helper_main(void *arg)
 			req_ok = fz_alloc_filled(&req_block, req_size, req_seed);
 			break;
 		case REQ_FLUSH:
-			tcache_flush_all(&pcpm_tc);
+			tcache_flush_all(tcache_self());
 			break;
 		default:
 			break;
@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size && (data[0] & 1)) {
 		if (helper_running)
 			call_helper(REQ_FLUSH);
-		tcache_flush_all(&pcpm_tc);
+		tcache_flush_all(tcache_self());
 		fz_check_empty("end of input");
 	}
 	return 0;

@@ -19,7 +19,7 @@ static unsigned cls;
 /* Objects on this thread's stack of class c. */
 static unsigned on_stack(unsigned c)
 {
-	return pcpm_tc.cap[c] - pcpm_tc.bins[c].avail;
+	return tcache_self()->cap[c] - tcache_self()->bins[c].avail;
 }
 
 static void *consumer(void *arg)
@@ -29,14 +29,14 @@ static void *consumer(void *arg)
 	for (int i = 0; i < N; i++)
 		pcpm_free(objs[i]);
 	/* only frees: the stack never held more than one batch after the first flushes */
-	CHECK_EQ(pcpm_tc.cap[cls], batch);
+	CHECK_EQ(tcache_self()->cap[cls], batch);
 	CHECK(on_stack(cls) <= batch);
 	/* allocating this class until a refill gives the full capacity back */
 	void *mine[64];
 	unsigned k = 0;
-	while (pcpm_tc.cap[cls] != full && k < 64)
+	while (tcache_self()->cap[cls] != full && k < 64)
 		mine[k++] = pcpm_malloc(pcpm_class_size[cls]);
-	CHECK_EQ(pcpm_tc.cap[cls], full);
+	CHECK_EQ(tcache_self()->cap[cls], full);
 	while (k)
 		pcpm_free(mine[--k]);
 	return NULL;
@@ -56,7 +56,7 @@ static void *churner(void *arg)
 		CHECK(slot[k]);
 	}
 	/* allocations between the flushes: the capacity stays */
-	CHECK_EQ(pcpm_tc.cap[cls], full);
+	CHECK_EQ(tcache_self()->cap[cls], full);
 	for (int k = 0; k < 256; k++)
 		pcpm_free(slot[k]);
 	return NULL;
