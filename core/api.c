@@ -78,6 +78,13 @@ void pcpm_free_generic(void *p, const char *call)
 	}
 }
 
+void pcpm_free_sized_generic(void *p, size_t size, const char *call)
+{
+	if (mode() == PCPM_MODE_SECURE)
+		return secure_free_sized(p, size, call);
+	return pcpm_free_generic(p, call);
+}
+
 void pcpm_free_small_slow(void *p, unsigned cls)
 {
 	if (likely(mode() == PCPM_MODE_DEFAULT))

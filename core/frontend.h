@@ -12,6 +12,8 @@
 
 void *secure_malloc(size_t n);
 void secure_free_generic(void *p, const char *call);
+/* free with the caller's size (sized delete, free_sized): aborts when it is not the block's */
+void secure_free_sized(void *p, size_t size, const char *call);
 void secure_free_small(void *p, unsigned cls);
 void secure_free_slab_checked(void *p, struct page *head, const char *call);
 void *secure_calloc(size_t nmemb, size_t size);

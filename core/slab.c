@@ -4,7 +4,6 @@
  * (kernel-pcp.md §7.2, §12.6) because pcpmalloc's sheaf is the per-thread cache.
  */
 #include "slab.h"
-#include "secure.h"
 #include "topology.h"
 #include "vgmode.h"
 
@@ -137,8 +136,9 @@ static uint64_t slab_random(void)
 	return z ^ (z >> 31);
 }
 
-/* CONFIG_SLAB_FREELIST_RANDOM with SLAB_POISON: a new slab's freelist in random order,
- * every object poisoned (SECURE_JUNK) and marked free.  Cache lock held. */
+/* CONFIG_SLAB_FREELIST_RANDOM with init_on_free: a new slab's freelist in random order,
+ * every object zeroed and marked free (secure mode's free state: zero but for the link and
+ * the free mark).  Cache lock held. */
 static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects)
 {
 	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
@@ -157,7 +157,7 @@ static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects
 		order[i] = order[j];
 		order[j] = t;
 	}
-	memset(head->addr, SECURE_JUNK, (size_t)size * objects);
+	memset(head->addr, 0, (size_t)size * objects);
 	void *next = NULL;
 	for (uint32_t i = 0; i < objects; i++) {
 		char *o = head->addr + (size_t)order[i] * size;
