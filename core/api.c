@@ -59,6 +59,8 @@ void *pcpm_malloc_slow(size_t n)
 		return secure_malloc(n);
 	case PCPM_MODE_MEMCHECK:
 		return vg_malloc(n);
+	case PCPM_MODE_JUNK:
+		return junk_malloc(n);
 	default:
 		return malloc_start(n);
 	}
@@ -73,6 +75,8 @@ void pcpm_free_generic(void *p, const char *call)
 		return secure_free_generic(p, call);
 	case PCPM_MODE_MEMCHECK:
 		return vg_free_generic(p, call);
+	case PCPM_MODE_JUNK:
+		return junk_free_generic(p, call);
 	default: /* before the start only early blocks exist */
 		return dfl_free_generic(p, call);
 	}
@@ -114,6 +118,8 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		return secure_calloc(nmemb, size);
 	case PCPM_MODE_MEMCHECK:
 		return vg_calloc(nmemb, size);
+	case PCPM_MODE_JUNK:
+		return dfl_calloc(nmemb, size); /* zeroes, no junk */
 	}
 	size_t n;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
@@ -154,6 +160,8 @@ void *pcpm_realloc(void *p, size_t size)
 		return secure_realloc(p, size);
 	case PCPM_MODE_MEMCHECK:
 		return vg_realloc(p, size);
+	case PCPM_MODE_JUNK:
+		return junk_realloc(p, size);
 	default:
 		return realloc_start(p, size);
 	}
@@ -198,6 +206,8 @@ static PCPM_NOINLINE void *aligned_slow(size_t align, size_t size)
 			return secure_aligned_alloc(align, size);
 		case PCPM_MODE_MEMCHECK:
 			return vg_aligned_alloc(align, size);
+		case PCPM_MODE_JUNK:
+			return junk_aligned_alloc(align, size);
 		}
 		bool failed;
 		if (!start(&failed))

@@ -1,8 +1,9 @@
 /*
- * frontend.h - the two front ends api.c may choose instead of the default functions, each in
- * a file of its own: secure mode (secure_mode.c, PCPMALLOC_SECURE=1: canaries, junk, guard
- * pages, quarantined huge mappings) and memcheck mode (vgmode.c: every block described to
- * valgrind's memcheck).  Same contracts as alloc.h's pcpm_ functions; called only once the
+ * frontend.h - the front ends api.c may choose instead of the default functions, each in
+ * files of its own: secure mode (secure_mode.c and secure_large.c, PCPMALLOC_SECURE=1:
+ * canaries, zeroed and quarantined free memory, guard pages, checked sizes), memcheck mode
+ * (vgmode.c: every block described to valgrind's memcheck) and junk mode (junk_mode.c,
+ * PCPMALLOC_JUNK=1).  Same contracts as alloc.h's pcpm_ functions; called only once the
  * allocator has started in that mode.  Thread-safe.
  */
 #ifndef PCPM_FRONTEND_H
@@ -20,6 +21,15 @@ void *secure_calloc(size_t nmemb, size_t size);
 void *secure_realloc(void *p, size_t size);
 void *secure_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
 size_t secure_usable_size(const void *p);
+
+/* Junk mode (junk_mode.c, PCPMALLOC_JUNK=1): the default functions, with new blocks filled
+ * with JUNK_ALLOC and freed ones with JUNK_FREE (jemalloc's opt.junk). */
+#define JUNK_ALLOC 0xa5
+#define JUNK_FREE 0x5a
+void *junk_malloc(size_t n);
+void junk_free_generic(void *p, const char *call);
+void *junk_realloc(void *p, size_t size);
+void *junk_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
 
 void *vg_malloc(size_t n);
 void vg_free_generic(void *p, const char *call);
