@@ -99,14 +99,19 @@ void secure_size_mismatch(const void *p, size_t size, size_t n, const char *call
 	__attribute__((noreturn, cold));
 
 /* Writes the canary over [from, end) (end 16-byte aligned, end - from >= 16): its first
- * SECURE_CANARY_CHECK bytes and its last two words, the bytes the check reads. */
+ * SECURE_CANARY_CHECK bytes and more, and its last two words, the bytes the check reads.
+ * The bytes up to the first word boundary one by one, then whole aligned words: no store
+ * straddles the last two words, which the neighbouring slot's free reads from another thread
+ * (small_check_neighbours) and must see whole. */
 static inline __attribute__((always_inline)) void secure_canary_fill(uint64_t c, char *from,
 								     char *end)
 {
-	char *lim = end - 16 < from + SECURE_CANARY_CHECK ? end - 16 : from + SECURE_CANARY_CHECK;
-	uint64_t cr = secure_canary_at(c, from);
-	for (char *q = from; q < lim; q += 8)
-		secure_store64(q, cr);
+	char *a = (char *)ALIGN_UP((uintptr_t)from, 8);
+	for (char *q = from; q < a; q++)
+		*q = (char)(c >> (8 * ((uintptr_t)q & 7)));
+	char *lim = a + SECURE_CANARY_CHECK < end - 16 ? a + SECURE_CANARY_CHECK : end - 16;
+	for (char *q = a; q < lim; q += 8)
+		secure_store64(q, c);
 	secure_store64(end - 16, c);
 	secure_store64(end - 8, c);
 }
