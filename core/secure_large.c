@@ -78,7 +78,10 @@ static inline char *guard_of(const char *p, size_t n)
  * SECURE_LARGE_FRONT bytes into its run), or NULL. */
 static inline struct page *run_of(const void *p)
 {
-	struct page *h = pcpm_page_of((const char *)p - SECURE_LARGE_FRONT);
+	struct page *h = pcpm_page_of(p);
+	if (h && h->state == PG_LARGE && p == page_address(h))
+		return h; /* a block at its run's start (aligned to more than a page) */
+	h = pcpm_page_of((const char *)p - SECURE_LARGE_FRONT);
 	return h && h->state == PG_LARGE ? h : NULL;
 }
 
@@ -166,18 +169,43 @@ void secure_large_drain(void)
 
 /* ---- page runs ------------------------------------------------------------------------- */
 
+/* A block aligned to more than a page: at the start of its run (offset 0, no header; the
+ * descriptor has its size), the canary from its end to the guard page after its last page. */
+static void *run_alloc_at_start(size_t n, size_t align, bool *run)
+{
+	size_t dlen = ALIGN_UP(n, PAGE_SIZE);
+	char *p = large_alloc(dlen + PAGE_SIZE, align, run);
+	if (!p)
+		return NULL;
+	struct page *h = pcpm_page_of(p);
+	if (h->flags & PG_DIRTY)
+		memset(p, 0, n);
+	h->flags |= PG_DIRTY;
+	h->req_size = n;
+	uint64_t c = secure_canary(p);
+	char *gp = p + dlen;
+	canary_bytes(c, p + n, MIN(gp, p + n + SECURE_CANARY_CHECK));
+	if (gp - (p + n) > SECURE_CANARY_CHECK)
+		secure_store64(gp - 8, c);
+	pcpm_os_guard_install(gp, PAGE_SIZE);
+	return p;
+}
+
 void *secure_large_alloc(size_t n, size_t align, bool *run)
 {
 	*run = false;
 	if (align < 16)
 		align = 16;
 	size_t body = ALIGN_UP(n, 16);
-	if (body + SECURE_LARGE_FRONT + 2 * PAGE_SIZE > HUGE_THRESHOLD || align > PAGE_SIZE ||
+	if (body + SECURE_LARGE_FRONT + 2 * PAGE_SIZE + (align > PAGE_SIZE ? align : 0) >
+		    HUGE_THRESHOLD ||
 	    unlikely(pcpm_nested())) {
 		size_t hlen = ALIGN_UP(n, PAGE_SIZE) + PAGE_SIZE;
 		void *p = pcpm_nested() ? huge_alloc_nested(hlen, align) : huge_alloc(hlen, align);
 		return huge_arm(p, n);
 	}
+	if (align > PAGE_SIZE)
+		return run_alloc_at_start(n, align, run);
 	/* the block's offset in the run: its end at the guard, its start aligned, at least
 	 * SECURE_LARGE_FRONT bytes and less than a page and SECURE_LARGE_FRONT in */
 	size_t dlen = ALIGN_UP(body + SECURE_LARGE_FRONT, PAGE_SIZE);
@@ -219,10 +247,10 @@ static size_t run_check(char *p, struct page *h, const char *call, size_t size)
 	if (p != base + off)
 		pcpm_bad_pointer(call, p);
 	uint64_t c = secure_canary(base);
-	if (secure_load64(p - 16) != secure_size_word(p, n, off) || secure_load64(p - 8) != c ||
-	    !canary_bytes_ok(c, p - SECURE_LARGE_FRONT, p - 16))
+	if (off && (secure_load64(p - 16) != secure_size_word(p, n, off) ||
+		    secure_load64(p - 8) != c || !canary_bytes_ok(c, p - SECURE_LARGE_FRONT, p - 16)))
 		secure_underflow(p, call);
-	char *gp = guard_of(p, n);
+	char *gp = off ? guard_of(p, n) : p + ALIGN_UP(n, PAGE_SIZE);
 	if (!canary_bytes_ok(c, p + n, MIN(gp, p + n + SECURE_CANARY_CHECK)) ||
 	    (gp - (p + n) > SECURE_CANARY_CHECK && secure_load64(gp - 8) != c))
 		secure_overflow(p, call);
@@ -241,7 +269,8 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 			pcpm_bad_page_pointer(call, p, pg);
 		size_t n = run_check(p, h, call, size);
 		tcache_count(true);
-		char *base = page_address(h), *gp = guard_of(p, n);
+		char *base = page_address(h);
+		char *gp = p == base ? p + ALIGN_UP(n, PAGE_SIZE) : guard_of(p, n);
 		if (unlikely(pcpm_nested())) { /* no lock: straight back, guard off */
 			pcpm_os_guard_remove(gp, PAGE_SIZE);
 			large_free_nested(h);
@@ -312,15 +341,27 @@ void *secure_large_resize(void *ptr, size_t size)
 	if (!h || pcpm_nested())
 		return NULL;
 	size_t n = run_check(p, h, "realloc", SECURE_NO_SIZE);
-	char *base = page_address(h), *gp = guard_of(p, n);
-	size_t body = ALIGN_UP(size, 16), off = (size_t)(gp - base) - body;
-	/* stays when the same pages hold it (malloc's alignment: the old offset was the same
-	 * rule's) with the front canary in the run */
-	if (guard_of(p, n) != guard_of(base + off, size) || off < SECURE_LARGE_FRONT ||
-	    off >= PAGE_SIZE + SECURE_LARGE_FRONT || ((uintptr_t)p & (PAGE_SIZE - 1)) == 0)
+	char *base = page_address(h);
+	if (p == base)
+		return NULL; /* aligned to more than a page: moves */
+	/* stays when the run's pages hold the new size and its guard page (malloc's
+	 * placement: the end against the guard); the block moves inside the run, the guard
+	 * with its end, and the pages it keeps need no fault */
+	size_t body = ALIGN_UP(size, 16);
+	size_t dlen = ALIGN_UP(body + SECURE_LARGE_FRONT, PAGE_SIZE), off = dlen - body;
+	if (off < SECURE_LARGE_FRONT) {
+		dlen += PAGE_SIZE;
+		off += PAGE_SIZE;
+	}
+	if (dlen + PAGE_SIZE > run_bytes(h))
 		return NULL;
-	char *q = base + off;
+	char *q = base + off, *gp = guard_of(p, n), *ngp = base + dlen;
 	uint64_t c = secure_canary(base);
+	if (ngp != gp) {
+		pcpm_os_guard_remove(gp, PAGE_SIZE);
+		if (ngp > gp && !(h->flags & PG_DIRTY))
+			h->flags |= PG_DIRTY;
+	}
 	memmove(q, p, MIN(n, size));
 	if (size > n)
 		memset(q + n, 0, size - n);
@@ -328,8 +369,10 @@ void *secure_large_resize(void *ptr, size_t size)
 	canary_bytes(c, q - SECURE_LARGE_FRONT, q - 16);
 	secure_store64(q - 16, secure_size_word(q, size, off));
 	secure_store64(q - 8, c);
-	canary_bytes(c, q + size, MIN(gp, q + size + SECURE_CANARY_CHECK));
-	if (gp - (q + size) > SECURE_CANARY_CHECK)
-		secure_store64(gp - 8, c);
+	canary_bytes(c, q + size, MIN(ngp, q + size + SECURE_CANARY_CHECK));
+	if (ngp - (q + size) > SECURE_CANARY_CHECK)
+		secure_store64(ngp - 8, c);
+	if (ngp != gp)
+		pcpm_os_guard_install(ngp, PAGE_SIZE);
 	return q;
 }

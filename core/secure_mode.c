@@ -24,13 +24,27 @@
 
 /* ---- small blocks: slots --------------------------------------------------------------- */
 
-/* A slot about to be handed out: free mark (or 0: a stack pop clears it) and zero body, else
- * something wrote into it while it was free (reported at the block it held). */
+/* The end of the bytes a block of n bytes at slot + off writes: its own and the canary words
+ * arm writes after them (16-byte aligned, before the slot's last two words). */
+static inline char *written_end_of(char *slot, size_t size, size_t off, size_t n)
+{
+	char *e = (char *)ALIGN_UP((uintptr_t)(slot + off + n) + SECURE_CANARY_CHECK + 8, 16);
+	char *last = slot + size - 16;
+	return e < last ? e : last;
+}
+
+/* A slot about to be handed out as a block of n bytes at slot + off: its free mark (or 0: a
+ * stack pop clears it) and zero bytes up to what the block will write and its last two
+ * words, else something wrote into it while it was free (reported at the block it held).
+ * A write after free further in stays, and the check of a larger block finds it. */
 static inline __attribute__((always_inline)) void slot_check_free(char *slot, size_t size,
+								  size_t off, size_t n,
 								  const char *call)
 {
 	uint64_t mark = secure_load64(slot + 8);
-	if (unlikely((mark && mark != pcpm_free_key) || !secure_is_zero(slot + 16, slot + size)))
+	char *e = written_end_of(slot, size, off, n);
+	if (unlikely((mark && mark != pcpm_free_key) || !secure_is_zero(slot + 16, e) ||
+		     (secure_load64(slot + size - 16) | secure_load64(slot + size - 8))))
 		secure_uaf(slot + SECURE_HDR, call);
 }
 
@@ -39,7 +53,7 @@ static inline __attribute__((always_inline)) void *slot_take(char *slot, unsigne
 							     size_t off, const char *call)
 {
 	size_t size = pcpm_class_size[cls];
-	slot_check_free(slot, size, call);
+	slot_check_free(slot, size, off, n, call);
 	secure_store64(slot, 0); /* the link */
 	return secure_arm(slot, size, n, off);
 }
@@ -176,6 +190,15 @@ static void small_check_neighbours(const struct small *b, struct page *head, con
 	}
 }
 
+/* The end of what the live block b may have written: its bytes and the canary words arm
+ * wrote after them (16-byte aligned, before the slot's last two words).  The rest of the
+ * slot stayed zero since malloc checked it (an overflow that skipped the canary is found by
+ * the next malloc's zero check), so free zeroes up to here. */
+static inline char *written_end(const struct small *b)
+{
+	return written_end_of(b->slot, b->size, b->off, b->n);
+}
+
 /* Frees the small block p of slab head (size: the caller's, or SECURE_NO_SIZE): checks,
  * zero, free mark, the quarantine ring; what falls out of it goes to its stack. */
 static void small_free(char *p, struct page *head, const char *call, size_t size)
@@ -187,7 +210,8 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 	small_check_neighbours(&b, head, p, call);
 	tcache_count(true);
 	__atomic_store_n((uint64_t *)(b.slot + 8), pcpm_free_key, __ATOMIC_RELAXED);
-	secure_zero(b.slot + 16, b.slot + b.size - 16);
+	/* the padding in front of an aligned block stayed zero: from its header on */
+	secure_zero(b.off > SECURE_HDR ? p - SECURE_HDR : b.slot + 16, written_end(&b));
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 16), 0, __ATOMIC_RELAXED);
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 8), 0, __ATOMIC_RELAXED);
 	secure_store64(b.slot, 0);
@@ -428,6 +452,8 @@ static void *__realloc(char *p, size_t size)
 		    (size_to_class(size + SECURE_SMALL_EXTRA) == head->cls || size >= b.size / 2)) {
 			if (size > b.n)
 				memset(p + b.n, 0, size - b.n);
+			else /* the old bytes and canary past the new end: zero again */
+				memset(p + size, 0, (size_t)(written_end(&b) - (p + size)));
 			return secure_arm(b.slot, b.size, size, SECURE_HDR);
 		}
 	} else if (size > SECURE_SMALL_MAX && !secure_is_zero_block(p)) {
