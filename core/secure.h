@@ -38,8 +38,6 @@
 #define SECURE_SMALL_EXTRA 32 /* SECURE_HDR + SECURE_TAIL_MIN */
 /* Canary bytes after a block that free() and realloc() check (then the last word). */
 #define SECURE_CANARY_CHECK 64
-/* Large blocks from this size on get a guard page (smaller page runs: the canary). */
-#define SECURE_GUARD_MIN (16UL << 10)
 /* Bytes of canary in front of a large block (its header included). */
 #define SECURE_LARGE_FRONT 64
 

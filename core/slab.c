@@ -157,7 +157,8 @@ static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects
 		order[i] = order[j];
 		order[j] = t;
 	}
-	memset(head->addr, 0, (size_t)size * objects);
+	if (head->flags & PG_DIRTY) /* pages never written since committed or purged: zero */
+		memset(head->addr, 0, (size_t)size * objects);
 	void *next = NULL;
 	for (uint32_t i = 0; i < objects; i++) {
 		char *o = head->addr + (size_t)order[i] * size;
