@@ -2,9 +2,9 @@
  * junk_mode.c - PCPMALLOC_JUNK=1, jemalloc's opt.junk: the default functions, with every new
  * block filled with JUNK_ALLOC (0xa5, its usable size) and every freed one with JUNK_FREE
  * (0x5a), so a program that reads memory it never wrote or uses memory it freed sees the
- * pattern (a debugging aid;
- * secure mode zeroes freed memory instead).  The mode turns the fast stacks off, so every
- * call reaches api.c's choice of front end; the default mode's paths do not change.  A freed
+ * pattern (a debugging aid; secure mode zeroes freed memory instead).  The mode turns the
+ * fast stacks off, so every call reaches api.c's choice of front end; the default mode's
+ * paths do not change.  A freed
  * slab object keeps its first 16 bytes for the free list and the free mark (the default
  * functions' double-free check reads them).  Calls the default functions (alloc_default.h)
  * and the huge layer's lookup.  Thread-safety: the block being allocated or freed only.
