@@ -4,9 +4,8 @@
  * (0x5a), so a program that reads memory it never wrote or uses memory it freed sees the
  * pattern (a debugging aid; secure mode zeroes freed memory instead).  The mode turns the
  * fast stacks off, so every call reaches api.c's choice of front end; the default mode's
- * paths do not change.  A freed
- * slab object keeps its first 16 bytes for the free list and the free mark (the default
- * functions' double-free check reads them).  Calls the default functions (alloc_default.h)
+ * paths do not change.  A freed slab object keeps its first 16 bytes for the free list and
+ * the free mark (the default functions' double-free check reads them).  Calls the default functions (alloc_default.h)
  * and the huge layer's lookup.  Thread-safety: the block being allocated or freed only.
  */
 #include "alloc_default.h"
