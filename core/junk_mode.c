@@ -5,8 +5,9 @@
  * pattern (a debugging aid; secure mode zeroes freed memory instead).  The mode turns the
  * fast stacks off, so every call reaches api.c's choice of front end; the default mode's
  * paths do not change.  A freed slab object keeps its first 16 bytes for the free list and
- * the free mark (the default functions' double-free check reads them).  Calls the default functions (alloc_default.h)
- * and the huge layer's lookup.  Thread-safety: the block being allocated or freed only.
+ * the free mark (the default functions' double-free check reads them).  Calls the default
+ * functions (alloc_default.h) and the huge layer's lookup.  Thread-safety: the block being
+ * allocated or freed only.
  */
 #include "alloc_default.h"
 #include "early.h"
