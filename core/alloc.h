@@ -47,6 +47,20 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 	__pcpm_free_call(p, call, pcpm_free_small_slow, pcpm_free_slab_checked, pcpm_free_generic);
 }
 
+/* Sized deallocation (operator delete(p, size), free_sized): the fast path is free's; the
+ * default mode ignores size, secure mode checks it against the block's request size. */
+void pcpm_free_sized_generic(void *p, size_t size, const char *call);
+
+static inline __attribute__((always_inline)) void pcpm_free_sized_call(void *p, size_t size,
+								       const char *call)
+{
+	struct page *pg = __pcpm_free_fast_page(p);
+	if (likely(pg))
+		return __pcpm_free_to_cache(p, pg, pg->cls, call, pcpm_free_small_slow,
+					    pcpm_free_slab_checked);
+	return pcpm_free_sized_generic(p, size, call);
+}
+
 static inline __attribute__((always_inline)) void pcpm_free(void *p)
 {
 	pcpm_free_call(p, "free");

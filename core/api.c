@@ -67,6 +67,8 @@ void *pcpm_malloc_slow(size_t n)
 		return secure_malloc(n);
 	case PCPM_MODE_MEMCHECK:
 		return vg_malloc(n);
+	case PCPM_MODE_JUNK:
+		return junk_malloc(n);
 	default:
 		return malloc_start(n);
 	}
@@ -101,11 +103,21 @@ void pcpm_free_generic(void *p, const char *call)
 	case PCPM_MODE_MEMCHECK:
 		vg_free_generic(p, call);
 		break;
+	case PCPM_MODE_JUNK:
+		junk_free_generic(p, call);
+		break;
 	default: /* before the start only early blocks exist */
 		dfl_free_generic(p, call);
 		break;
 	}
 	free_done();
+}
+
+void pcpm_free_sized_generic(void *p, size_t size, const char *call)
+{
+	if (mode() == PCPM_MODE_SECURE)
+		return secure_free_sized(p, size, call);
+	return pcpm_free_generic(p, call);
 }
 
 void pcpm_free_small_slow(void *p, unsigned cls)
@@ -141,6 +153,8 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		return secure_calloc(nmemb, size);
 	case PCPM_MODE_MEMCHECK:
 		return vg_calloc(nmemb, size);
+	case PCPM_MODE_JUNK:
+		return dfl_calloc(nmemb, size); /* zeroes, no junk */
 	}
 	size_t n;
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
@@ -183,6 +197,8 @@ void *pcpm_realloc(void *p, size_t size)
 		return secure_realloc(p, size);
 	case PCPM_MODE_MEMCHECK:
 		return vg_realloc(p, size);
+	case PCPM_MODE_JUNK:
+		return junk_realloc(p, size);
 	default:
 		return realloc_start(p, size);
 	}
@@ -227,6 +243,8 @@ static PCPM_NOINLINE void *aligned_slow(size_t align, size_t size)
 			return secure_aligned_alloc(align, size);
 		case PCPM_MODE_MEMCHECK:
 			return vg_aligned_alloc(align, size);
+		case PCPM_MODE_JUNK:
+			return junk_aligned_alloc(align, size);
 		}
 		bool failed;
 		if (!start(&failed) && (failed || mode() == PCPM_MODE_START)) {

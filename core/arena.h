@@ -62,6 +62,7 @@ enum page_state {
 
 /* flags */
 #define PG_DIRTY 0x1 /* block was written since it was last committed or purged */
+#define PG_SECURE_QUAR 0x2 /* LARGE head, secure mode: freed, guarded, in the quarantine */
 
 /*
  * struct page: one per 4 KiB page, 64 bytes.  Written under the lock of whoever owns the

@@ -31,6 +31,25 @@ __pcpm_free_to_cache(void *p, struct page *pg, size_t cls, const char *call,
 }
 
 /*
+ * The fast path's validation: the descriptor of p's page when p is the start of a slab object
+ * the fast path may free (one descriptor line read: every page of a slab carries addr,
+ * reciprocal, cls and fast_lim, the objects carved so far: no slab_head load, no second line
+ * for slabs of 2+ pages; a page that is no slab's has fast_lim 0), else NULL (NULL included).
+ */
+static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p)
+{
+	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
+	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
+		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
+		size_t soff = (size_t)((const char *)p - pg->addr);
+		size_t idx = (soff * pg->reciprocal) >> 32;
+		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff))
+			return pg;
+	}
+	return NULL;
+}
+
+/*
  * free() with the name of the API call for the abort message.  Only tail calls leave the
  * fast path, so it needs no stack frame; NULL fails the range check and is handled there.
  */
@@ -38,19 +57,9 @@ static inline __attribute__((always_inline)) void
 __pcpm_free_call(void *p, const char *call, pcpm_free_small_fn *small,
 		 pcpm_free_checked_fn *checked, pcpm_free_generic_fn *generic)
 {
-	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
-	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
-		/* Reads one descriptor line, the object's page's own (every page of a slab
-		 * carries addr, reciprocal, cls and fast_lim, the objects carved so far): no
-		 * slab_head load, no second line for slabs of 2+ pages.  A page that is no
-		 * slab's has fast_lim 0: the slow path classifies the pointer. */
-		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		size_t soff = (size_t)((const char *)p - pg->addr);
-		size_t idx = (soff * pg->reciprocal) >> 32;
-		size_t cls = pg->cls;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[cls] == soff))
-			return __pcpm_free_to_cache(p, pg, cls, call, small, checked);
-	}
+	struct page *pg = __pcpm_free_fast_page(p);
+	if (likely(pg))
+		return __pcpm_free_to_cache(p, pg, pg->cls, call, small, checked);
 	return generic(p, call);
 }
 

@@ -90,6 +90,11 @@ bool pcpm_init(void)
 			pcpm_warn("PCPMALLOC_SECURE=1 ignored: memcheck mode is on (PCPMALLOC_VALGRIND)");
 		}
 		pcpm_secure = secure;
+		/* junk filling is a debugging aid of the default functions: secure mode zeroes
+		 * free memory instead, memcheck mode tracks it */
+		bool junk = pcpm_cfg.junk && !secure && !pcpm_vg;
+		if (pcpm_cfg.junk && !junk)
+			pcpm_warn("PCPMALLOC_JUNK=1 ignored: %s mode is on", secure ? "secure" : "memcheck");
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		/* the one step that can fail (out of memory): nothing before it needs undoing,
@@ -104,10 +109,10 @@ bool pcpm_init(void)
 		pcpm_slab_init(secure ? SLAB_FREELIST_RANDOM : pcpm_vg ? SLAB_HIDE_FIRST : 0);
 		/* the fast stacks in the default mode only; secure mode has stacks of its own,
 		 * which only its front end pops and pushes */
-		pcpm_tcache_init(!pcpm_vg && !secure, secure);
+		pcpm_tcache_init(!pcpm_vg && !secure && !junk, secure);
 		/* CPU sheaves in the default mode only: the other modes check and annotate
 		 * objects on the paths between the thread caches and the slabs */
-		pcpm_sheaf_init(!pcpm_vg && !secure && pcpm_cfg.sheaves && pcpm_cfg.tcache);
+		pcpm_sheaf_init(!pcpm_vg && !secure && !junk && pcpm_cfg.sheaves && pcpm_cfg.tcache);
 		if (secure)
 			pcpm_secure_init(pcpm_link_key);
 		huge_init(pcpm_vg);
@@ -116,8 +121,10 @@ bool pcpm_init(void)
 			print_configuration();
 		/* the mode first: whoever sees init_done sees the mode chosen */
 		atomic_store_explicit(&pcpm_mode,
-				      pcpm_vg ? PCPM_MODE_MEMCHECK
-					      : secure ? PCPM_MODE_SECURE : PCPM_MODE_DEFAULT,
+				      pcpm_vg	? PCPM_MODE_MEMCHECK
+				      : secure	? PCPM_MODE_SECURE
+				      : junk	? PCPM_MODE_JUNK
+						: PCPM_MODE_DEFAULT,
 				      memory_order_release);
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}

@@ -10,13 +10,13 @@
 #include "os.h"
 
 /*
- * The mode, chosen once at start-up (PCPMALLOC_SECURE, PCPMALLOC_VALGRIND and memcheck's
+ * The mode, chosen once at start-up (PCPMALLOC_SECURE, PCPMALLOC_JUNK, PCPMALLOC_VALGRIND and memcheck's
  * presence): api.c makes the one choice of front end per slow-path call on it.  Before the
  * allocator has started it reads PCPM_MODE_START, which sends the entries through the
  * start-up path; it is written once, last, by pcpm_init().
  */
 enum pcpm_mode { PCPM_MODE_DEFAULT = 0, PCPM_MODE_SECURE = 1, PCPM_MODE_MEMCHECK = 2,
-		 PCPM_MODE_START = 3 };
+		 PCPM_MODE_START = 3, PCPM_MODE_JUNK = 4 };
 extern _Atomic int pcpm_mode PCPM_HIDDEN;
 
 /* False when memory for the allocator's own metadata cannot be mapped (the caller fails

@@ -1,8 +1,6 @@
 /*
- * secure.c - the checks of PCPMALLOC_SECURE=1 (see secure.h; the front end that runs them is
- * secure_mode.c).  The canary idea is that of
- * SLUB's red zones (SLAB_RED_ZONE) and the junk fill that of its poisoning (SLAB_POISON,
- * POISON_FREE); the random object order mirrors CONFIG_SLAB_FREELIST_RANDOM.
+ * secure.c - the keys and reports of PCPMALLOC_SECURE=1 and the canary of huge mappings (see
+ * secure.h; the front end that runs the checks is secure_mode.c).  Calls os.c only.
  */
 #include "secure.h"
 
@@ -11,16 +9,13 @@
 int pcpm_secure PCPM_HOT;
 struct secure_keys pcpm_secure_keys PCPM_HOT;
 
-static inline uint8_t canary_byte(uintptr_t link_key)
-{
-	uint8_t c = (uint8_t)(link_key >> 24);
-	return c == SECURE_JUNK || c == 0 ? 0xa5 : c;
-}
-
 void pcpm_secure_init(uintptr_t link_key)
 {
-	pcpm_secure_keys.canary = 0x0101010101010101ULL * canary_byte(link_key);
-	pcpm_secure_keys.trailer = link_key >> 1;
+	uint8_t b = (uint8_t)(link_key >> 24);
+	pcpm_secure_keys.fill = 0x0101010101010101ULL * (b ? b : 0xa5);
+	pcpm_secure_keys.size = link_key >> 1;
+	uint64_t c = pcpm_random64();
+	pcpm_secure_keys.canary = c ? c : 0x5ca1ab1e0ddba11ULL;
 }
 
 void secure_overflow(const void *p, const char *call)
@@ -28,44 +23,41 @@ void secure_overflow(const void *p, const char *call)
 	pcpm_fatal("%s(): heap overflow past the end of %p", call, p);
 }
 
-void secure_junk_fail(const void *p, const char *call)
+void secure_underflow(const void *p, const char *call)
+{
+	pcpm_fatal("%s(): heap underflow before %p", call, p);
+}
+
+void secure_uaf(const void *p, const char *call)
 {
 	pcpm_fatal("%s(): write after free in %p", call, p);
 }
 
-void *secure_arm_small_full(void *p, size_t slot, size_t n, const char *call)
+void secure_double_free(const void *p, const char *call)
 {
-	const uint64_t *w = (const uint64_t *)p;
-	uint64_t diff = 0;
-	/* OR the differences, test once: vectorises */
-	for (size_t i = 2, nw = secure_junk_words(slot); i < nw; i++)
-		diff |= w[i] ^ SECURE_JUNK_WORD;
-	if (unlikely(diff))
-		secure_junk_fail(p, call);
-	return __secure_arm_small(p, slot, n, 1, call);
+	pcpm_fatal("%s(): double free %p", call, p);
 }
 
-size_t secure_small_size(const void *p, size_t slot, const char *call)
+void secure_size_mismatch(const void *p, size_t size, size_t n, const char *call)
 {
-	return __secure_small_size(p, slot, call);
+	pcpm_fatal("%s(): size %zu for %p, a block of %zu bytes", call, size, p, n);
 }
 
 /*
- * The canary of large blocks and huge mappings (small blocks: __secure_arm_small and
- * __secure_check_small in secure.h) is checked at its first and its last 8 bytes only
- * (unaligned loads, overlapping when it is shorter than 16): an overflow running on from the
- * end of the block always hits the first, one that skips ahead to the end of the page the
- * last.  A canary shorter than 8 bytes ends on a word boundary (pages are multiples of 4096):
- * it is the top bytes of the word before `to`, checked and written with a mask.
+ * The canary of huge mappings is checked at its first and its last 8 bytes only (unaligned
+ * loads, overlapping when it is shorter than 16): an overflow running on from the end of
+ * the block always hits the first, one that skips ahead to the end of the page the last.
+ * A canary shorter than 8 bytes ends on a word boundary (pages are multiples of 4096): it is
+ * the top bytes of the word before `to`, checked and written with a mask.
  */
 static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of a word */
 {
 	return ~0ULL << (8 * (8 - len));
 }
 
-static inline void check_canary(const void *p, const char *from, const char *to, const char *call)
+void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
 {
-	uint64_t cw = pcpm_secure_keys.canary, a, b;
+	uint64_t cw = pcpm_secure_keys.fill, a, b;
 	size_t len = (size_t)(to - from);
 	if (likely(len >= 8)) {
 		memcpy(&a, from, 8);
@@ -83,9 +75,9 @@ static inline void check_canary(const void *p, const char *from, const char *to,
 	}
 }
 
-static inline void fill_canary(char *from, char *to)
+void secure_fill_canary(char *from, char *to)
 {
-	uint64_t cw = pcpm_secure_keys.canary, a;
+	uint64_t cw = pcpm_secure_keys.fill, a;
 	size_t len = to > from ? (size_t)(to - from) : 0;
 	if (likely(len >= 8)) {
 		memcpy(from, &cw, 8);
@@ -99,34 +91,4 @@ static inline void fill_canary(char *from, char *to)
 		for (char *q = from; q < to; q++)
 			*q = (char)cw;
 	}
-}
-
-void secure_check_canary(const void *p, const char *from, const char *to, const char *call)
-{
-	check_canary(p, from, to, call);
-}
-
-void secure_fill_canary(char *from, char *to)
-{
-	fill_canary(from, to);
-}
-
-void secure_resize_small(void *p, size_t slot, size_t n, const char *call)
-{
-	__secure_check_small(p, slot, call);
-	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
-	uint64_t cw = pcpm_secure_keys.canary;
-	secure_store64(from, cw);
-	secure_store64(end - from >= 8 ? end - 8 : from, cw);
-	secure_store64(end, (uint64_t)n ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
-}
-
-/* Sampling of the full junk check: a per-thread countdown, so no shared cache line. */
-static __thread unsigned junk_sample __attribute__((tls_model("initial-exec")));
-
-void *secure_arm_small(void *p, size_t slot, size_t n, const char *call)
-{
-	if (++junk_sample >= SECURE_JUNK_SAMPLE)
-		junk_sample = 0;
-	return __secure_arm_small(p, slot, n, junk_sample, call);
 }

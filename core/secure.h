@@ -1,30 +1,30 @@
 /*
  * secure.h - the checks of PCPMALLOC_SECURE=1, the hardened mode (its front end, which runs
- * them, is secure_mode.c): checks that cost time and memory, so they are off by default and
- * the default paths do not pay for them (the mode turns the fast stacks off - capacity 0 - so
- * every call reaches api.c's one choice of front end, and the front end keeps stacks of its
- * own, sbins, popped and pushed with the checks below inlined).  A leaf: calls os.c only.
+ * them, is secure_mode.c with secure_large.c): checks that cost time and memory, so they are
+ * off by default and the default paths do not pay for them (the mode turns the fast stacks
+ * off - capacity 0 - so every call reaches api.c's one choice of front end).  A leaf: calls
+ * os.c only.  GrapheneOS hardened_malloc is the reference design; the canaries are SLUB's red
+ * zones (SLAB_RED_ZONE), zero on free its init_on_free.
  *
- *  - small blocks (slab objects): a block of n bytes takes a slot of at least n + 8 bytes;
- *    the bytes from n to the trailer hold a canary, the last 8 bytes of the slot a trailer
- *    (n ^ address ^ key).  free() checks the trailer and the canary's first and last 8 bytes
- *    (an overflow of 1 byte or more from the end of the block hits the first): reported as
- *    "pcpmalloc: free(): heap overflow past the end of 0x...".
- *  - freed slab objects are filled with a junk byte (0xdf) past their two link words, up to
- *    SECURE_JUNK_MAX bytes; malloc checks three of its words when it hands the object out
- *    again (all of it on one reuse in SECURE_JUNK_SAMPLE per thread): a write into a free
- *    block is reported as "pcpmalloc: malloc(): write after free in 0x...".
- *  - slabs hand out their objects in random order (SLAB_FREELIST_RANDOM), shuffled when the
- *    slab is carved.
- *  - large blocks of 64 KiB and more and huge mappings end in a guard page (the bytes
- *    between the end of the request and the guard carry the canary; pcpm_os_guard_install:
- *    MADV_GUARD_INSTALL, or PROT_NONE), realloc resizes large blocks in place and moves the
- *    guard with the end; freed large blocks are junk-filled (first SECURE_JUNK_MAX bytes);
- *    a freed huge mapping's pages move (mremap) to an address no pointer knows and are
- *    cached there, its old range stays reserved PROT_NONE (huge_quarantine.c);
- *    the page descriptor array and the metadata chunks get PROT_NONE guard pages too.
- * Thread-safety: the functions only touch the block they are given.  Messages: one line,
- * then abort() (pcpm_fatal).
+ * A small block (slab object) of n bytes takes a slot of at least n + 32 bytes:
+ *
+ *   slot: | size word | canary word | n bytes of the block ... | canary to the slot's end |
+ *           ^ slot       ^ slot + 8   ^ p = slot + 16 (or slot + align - 16 + 16)
+ *
+ *  - the 16 bytes before p: the size word (n, p's offset in the slot, XORed with the address
+ *    and a key) and the canary word C = key ^ slot, the slot's live mark;
+ *  - after the block, byte-exact from p + n to the slot's end (16 bytes or more), the canary
+ *    pattern: the byte at address a is byte (a & 7) of C, so the word at any address is C
+ *    rotated (secure_canary_at).  free() and realloc() check the header and the canary's
+ *    first SECURE_CANARY_CHECK bytes and its last two words; the last two words of a slot
+ *    are canary or zero in every state, so free() checks the previous slot's too, and the
+ *    next slot's first two words (a link, a size word or zero; its mark);
+ *  - a free slot reads zero except its first two words (free-list link, pcpm_free_key: the
+ *    free mark a second free finds); free() zeroes it, malloc() checks that it still is zero
+ *    (a write after free is reported when the slot is handed out again) and hands out zeroed
+ *    memory, so calloc clears nothing.
+ * Messages: one line, then abort() (pcpm_fatal).  Thread-safety: the functions only touch
+ * the block they are given.
  */
 #ifndef PCPM_SECURE_H
 #define PCPM_SECURE_H
@@ -33,35 +33,28 @@
 
 #include <string.h>
 
-#define SECURE_TRAILER 8 /* bytes of a small slot that hold the trailer */
-#define SECURE_JUNK 0xdf /* fill of freed memory */
-/* Bytes of a freed block (slab object or large block) that get the junk fill. */
-#define SECURE_JUNK_MAX 4096
-/* One reuse of a slab object in this many (per thread) checks all of its junk; the others
- * check the two words after the link and the last junk word. */
-#define SECURE_JUNK_SAMPLE 64
-/* Large blocks from this size on get a guard page: below it the two mprotect calls per
- * malloc/free pair (and the split arena mapping) would cost more than the block's use;
- * smaller page runs have the canary only. */
-#define SECURE_GUARD_MIN (64UL << 10)
+#define SECURE_HDR 16	      /* bytes in front of a small block: size word, canary word */
+#define SECURE_TAIL_MIN 16    /* canary bytes after a small block, at least */
+#define SECURE_SMALL_EXTRA 32 /* SECURE_HDR + SECURE_TAIL_MIN */
+/* Canary bytes after a block that free() and realloc() check (then the last word). */
+#define SECURE_CANARY_CHECK 64
+/* Bytes of canary in front of a large block (its header included). */
+#define SECURE_LARGE_FRONT 64
 
-/* pcpm_cfg.secure, copied at init for the slow paths' branch. */
+/* pcpm_cfg.secure, copied at init. */
 extern int pcpm_secure PCPM_HIDDEN;
 
-/* Per-process words of the checks (pcpm_secure_init, from the safe-linking key): canary is
- * the canary byte (never 0 nor SECURE_JUNK) repeated in each byte; trailer is XORed into each
- * small block's trailer. */
+/* Per-process words (pcpm_secure_init, from the safe-linking key and getrandom): canary
+ * and size are XORed into each block's header words; fill is the canary byte of huge
+ * mappings repeated (never 0). */
 struct secure_keys {
-	uint64_t canary, trailer;
+	uint64_t canary, size, fill;
 };
 extern struct secure_keys pcpm_secure_keys PCPM_HIDDEN;
-/* Once at init, from the slab layer's safe-linking key. */
 void pcpm_secure_init(uintptr_t link_key);
 
-#define SECURE_JUNK_WORD (0x0101010101010101ULL * SECURE_JUNK)
-
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "secure.h: the small-block canary check assumes a little-endian machine"
+#error "secure.h: the canary pattern assumes a little-endian machine"
 #endif
 
 static inline uint64_t secure_load64(const void *p)
@@ -76,119 +69,110 @@ static inline void secure_store64(void *p, uint64_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
-/* Words of a freed slot that hold junk (words 0 and 1 hold the link and the free mark). */
-static inline size_t secure_junk_words(size_t slot)
+/* The canary word of the slot (or large block) starting at base. */
+static inline uint64_t secure_canary(const void *base)
 {
-	return (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX) / 8;
+	return pcpm_secure_keys.canary ^ (uintptr_t)base;
 }
 
-/* Reports a write into a free block / an overflow past a small block; both abort. */
-void secure_junk_fail(const void *p, const char *call) __attribute__((noreturn, cold));
+/* The 8 canary bytes at address a, as one (unaligned) word: c rotated by a's byte offset. */
+static inline uint64_t secure_canary_at(uint64_t c, const void *a)
+{
+	unsigned s = 8 * ((uintptr_t)a & 7);
+	return s ? (c >> s) | (c << (64 - s)) : c;
+}
+
+/* The size word of a block of n bytes at p, off bytes into its slot (or page run). */
+static inline uint64_t secure_size_word(const void *p, size_t n, size_t off)
+{
+	return ((uint64_t)n | (uint64_t)off << 32) ^ (uintptr_t)p ^ pcpm_secure_keys.size;
+}
+
+/* Reports; all abort. */
 void secure_overflow(const void *p, const char *call) __attribute__((noreturn, cold));
-/* The sampled full junk check of a slab object about to be handed out (all junk words),
- * then __secure_arm_small. */
-void *secure_arm_small_full(void *p, size_t slot, size_t n, const char *call);
+void secure_underflow(const void *p, const char *call) __attribute__((noreturn, cold));
+void secure_uaf(const void *p, const char *call) __attribute__((noreturn, cold));
+void secure_double_free(const void *p, const char *call) __attribute__((noreturn, cold));
+void secure_size_mismatch(const void *p, size_t size, size_t n, const char *call)
+	__attribute__((noreturn, cold));
+
+/* Writes the canary over [from, end) (end 16-byte aligned, end - from >= 16): its first
+ * SECURE_CANARY_CHECK bytes and more, and its last two words, the bytes the check reads.
+ * The bytes up to the first word boundary one by one, then whole aligned words: no store
+ * straddles the last two words, which the neighbouring slot's free reads from another thread
+ * (small_check_neighbours) and must see whole. */
+static inline __attribute__((always_inline)) void secure_canary_fill(uint64_t c, char *from,
+								     char *end)
+{
+	char *a = (char *)ALIGN_UP((uintptr_t)from, 8);
+	for (char *q = from; q < a; q++)
+		*q = (char)(c >> (8 * ((uintptr_t)q & 7)));
+	char *lim = a + SECURE_CANARY_CHECK < end - 16 ? a + SECURE_CANARY_CHECK : end - 16;
+	for (char *q = a; q < lim; q += 8)
+		secure_store64(q, c);
+	secure_store64(end - 16, c);
+	secure_store64(end - 8, c);
+}
+
+/* Checks what secure_canary_fill wrote; aborts (overflow past p's end) when it changed. */
+static inline __attribute__((always_inline)) void
+secure_canary_check(uint64_t c, const char *from, const char *end, const void *p, const char *call)
+{
+	const char *lim = end - 16 < from + SECURE_CANARY_CHECK ? end - 16 : from + SECURE_CANARY_CHECK;
+	uint64_t cr = secure_canary_at(c, from);
+	uint64_t diff = (secure_load64(end - 16) ^ c) | (secure_load64(end - 8) ^ c);
+	for (const char *q = from; q < lim; q += 8)
+		diff |= secure_load64(q) ^ cr;
+	if (unlikely(diff))
+		secure_overflow(p, call);
+}
 
 /*
- * Arms a slab object of slot bytes as a block of n bytes (n + 8 <= slot): checks three junk
- * words (words 2 and 3, right after the link, where a dangling pointer's stale fields sit,
- * and the last junk word), all of them when sample is 0, then writes canary and trailer.
- * The canary [n, slot - 8) is written as two 8-byte stores, at n and at slot - 16; one
- * shorter than 8 bytes spills into the trailer, which is written last.  Inline and free of
- * calls on the common path: it runs in the secure malloc path without the pcpm_inside flag
- * (a signal handler recognises pcpmalloc's code by the program counter).
+ * Arms the zeroed slot of size bytes as a block of n bytes at slot + off (off: 16, or the
+ * alignment; n + off + 16 <= size): header at p - 16, canary from p + n to the slot's end;
+ * with off > 16 the slot's own first words carry the live mark as well.  Returns p.
  */
-static inline __attribute__((always_inline)) void *__secure_arm_small(void *p, size_t slot,
-								       size_t n, unsigned sample,
-								       const char *call)
+static inline __attribute__((always_inline)) void *secure_arm(char *slot, size_t size, size_t n,
+							      size_t off)
 {
-	const uint64_t *w = (const uint64_t *)p;
-	if (likely(slot > 16)) {
-		if (unlikely(!sample)) /* a tail call: the common path keeps no stack frame */
-			return secure_arm_small_full(p, slot, n, call);
-		uint64_t diff = (w[2] ^ SECURE_JUNK_WORD) | (w[3] ^ SECURE_JUNK_WORD) |
-				(w[secure_junk_words(slot) - 1] ^ SECURE_JUNK_WORD);
-		if (unlikely(diff))
-			secure_junk_fail(p, call);
-	}
-	char *end = (char *)p + slot - SECURE_TRAILER, *from = (char *)p + n;
-	uint64_t cw = pcpm_secure_keys.canary;
-	secure_store64(from, cw);
-	secure_store64(end - from >= 8 ? end - 8 : from, cw);
-	secure_store64(end, (uint64_t)n ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
+	char *p = slot + off;
+	uint64_t c = secure_canary(slot);
+	secure_store64(p - 16, secure_size_word(p, n, off));
+	secure_store64(p - 8, c);
+	if (off > SECURE_HDR)
+		secure_store64(slot + 8, c);
+	secure_canary_fill(c, p + n, slot + size);
 	return p;
 }
 
-/* The request size a small block's trailer records; aborts (overflow) when it is not one. */
-static inline __attribute__((always_inline)) size_t __secure_small_size(const void *p, size_t slot,
-									  const char *call)
-{
-	const char *end = (const char *)p + slot - SECURE_TRAILER;
-	size_t n = (size_t)(secure_load64(end) ^ (uintptr_t)p ^ pcpm_secure_keys.trailer);
-	if (unlikely(n > slot - SECURE_TRAILER))
-		secure_overflow(p, call);
-	return n;
-}
+/* Zero checks and fills of [from, to) (16-byte aligned), inline with 16-byte vectors: no
+ * call (the secure paths run without the pcpm_inside flag; a signal handler recognises
+ * pcpmalloc's code by the program counter, libc's memset is not). */
+typedef uint64_t secure_v16 __attribute__((vector_size(16)));
 
-/* Checks a live small block's canary and trailer; returns its request size.  The canary's
- * first and last 8 bytes are read (the same words arm wrote); one shorter than 8 bytes is
- * the low bytes of the word at n, compared under a mask. */
-static inline __attribute__((always_inline)) size_t __secure_check_small(const void *p, size_t slot,
-									   const char *call)
+static inline __attribute__((always_inline)) bool secure_is_zero(const char *from, const char *to)
 {
-	size_t n = __secure_small_size(p, slot, call);
-	const char *end = (const char *)p + slot - SECURE_TRAILER, *from = (const char *)p + n;
-	size_t len = (size_t)(end - from);
-	uint64_t cw = pcpm_secure_keys.canary;
-	uint64_t mask = len >= 8 ? ~0ULL : (1ULL << (8 * len)) - 1;
-	uint64_t diff = (secure_load64(from) ^ cw) |
-			(secure_load64(len >= 8 ? end - 8 : from) ^ cw);
-	if (unlikely(diff & mask))
-		secure_overflow(p, call);
-	return n;
-}
-
-/* Junk over [16, min(slot, SECURE_JUNK_MAX)) of a freed slab object, inline with 16-byte
- * stores, two a turn: no call (libc's memset is one for the signal-handler check, and a
- * bounded memset expands to a slow-starting rep stos). */
-static inline __attribute__((always_inline)) void __secure_junk_fill(void *p, size_t slot)
-{
-	typedef uint64_t junk16 __attribute__((vector_size(16)));
-	const junk16 jv = {SECURE_JUNK_WORD, SECURE_JUNK_WORD};
-	char *q = (char *)p + 16;
-	char *end = (char *)p + (slot < SECURE_JUNK_MAX ? slot : SECURE_JUNK_MAX);
-	if ((end - q) & 16) { /* an odd number of 16-byte pieces */
-		memcpy(q, &jv, 16);
-		q += 16;
+	secure_v16 acc = {0, 0};
+	for (const char *q = from; q < to; q += 16) {
+		secure_v16 v;
+		memcpy(&v, q, 16);
+		acc |= v;
 	}
-	for (; q < end; q += 32) {
-		memcpy(q, &jv, 16);
-		memcpy(q + 16, &jv, 16);
+	return !(acc[0] | acc[1]);
+}
+
+static inline __attribute__((always_inline)) void secure_zero(char *from, char *to)
+{
+	const secure_v16 z = {0, 0};
+	for (char *q = from; q < to; q += 16) {
+		memcpy(q, &z, 16);
 		__asm__("" : : "r"(q)); /* keeps the loop from becoming a memset call */
 	}
 }
 
-/* A small block being freed: canary and trailer checked, then the junk fill. */
-static inline __attribute__((always_inline)) void __secure_free_small(void *p, size_t slot,
-								       const char *call)
-{
-	__secure_check_small(p, slot, call);
-	__secure_junk_fill(p, slot);
-}
-
-/* Out-of-line forms of the above, for the less frequent paths (slow path, memalign, signal
- * handlers, realloc). */
-void *secure_arm_small(void *p, size_t slot, size_t n, const char *call);
-/* The n recorded in a small block's trailer; aborts when the trailer is corrupt. */
-size_t secure_small_size(const void *p, size_t slot, const char *call);
-/* realloc in place: checks the canary and trailer of a live small block, then moves them to
- * the end of its new size n (n + 8 <= slot). */
-void secure_resize_small(void *p, size_t slot, size_t n, const char *call);
-
-/* The canary of [from, to) - its first and last 8 bytes, what the check reads - and its
- * check (small blocks, large blocks, huge mappings); to is 8-byte aligned in all three. */
+/* The canary of huge mappings: [from, to) filled with the fill byte, its first and last 8
+ * bytes checked (to is 8-byte aligned). */
 void secure_fill_canary(char *from, char *to);
 void secure_check_canary(const void *p, const char *from, const char *to, const char *call);
-
 
 #endif

@@ -1,47 +1,85 @@
 /*
- * secure_mode.c - the secure front end (PCPMALLOC_SECURE=1; the checks are secure.h's): what
- * api.c calls in secure mode instead of the default functions.  Small blocks take a slot of
- * at least n + 8 bytes with a canary and a trailer, come from the thread's own stacks (sbins)
- * or whole, randomly ordered slabs (SLAB_FREELIST_RANDOM) and are junk-filled when freed;
- * page runs of 64 KiB and more and huge mappings end in a guard page; freed huge mappings go
- * through the quarantine (huge_quarantine.c).  Calls the default functions for what has no
- * check of its own (early blocks, foreign pointers, calloc's clearing), tcache, slab, large,
- * huge, the quarantine, the periodic work and the address-space reclaim.
+ * secure_mode.c - the secure front end (PCPMALLOC_SECURE=1): what api.c calls in secure mode
+ * instead of the default functions; the small blocks here, page runs, huge mappings and
+ * zero-size blocks in secure_large.c.  The layout and checks of a small block are secure.h's.
+ *
+ * Small blocks come from the thread's own stacks (sbins) of whole, randomly ordered slabs
+ * (SLAB_FREELIST_RANDOM).  malloc pops a slot, checks that it is still zero (a write after
+ * free is reported here), arms it (header, canary); free checks the header, the canary and
+ * the neighbours' marks (the previous slot's last word, the next slot's canary word), zeroes
+ * the slot and puts it in the thread's quarantine ring (tcache_ring_swap): the object that
+ * falls out of the ring goes on the stack, so a freed address is never handed out at once,
+ * and a second free finds the free mark.  Calls the default functions for what has no check
+ * of its own (early blocks, foreign pointers), tcache, slab, secure_large.c, the periodic
+ * work and the address-space reclaim.
  */
-#include "alloc_default.h"
 #include "early.h"
 #include "frontend.h"
 #include "huge_quarantine.h"
-#include "large.h"
-#include "secure.h"
+#include "secure_mode.h"
 #include "topology.h"
 #include "vmstat.h"
 
 #include <errno.h>
 #include <string.h>
 
-/* ---- small blocks: the thread's own stacks, checks inlined --------------------------- */
+/* ---- small blocks: slots --------------------------------------------------------------- */
 
-/* Pops an object of class cls from the thread's secure stack and arms it as a block of n
- * bytes; NULL when the stack is empty or a signal handler runs.  Inline and free of calls
- * on the common path: no pcpm_inside flag needed (a signal handler recognises pcpmalloc's
- * code by the program counter).  The full junk check comes on one pop in SECURE_JUNK_SAMPLE
- * (per thread: the cache's malloc counter). */
-static inline __attribute__((always_inline)) void *secure_pop_small(unsigned cls, size_t n,
-								     const char *call)
+/* The end of the bytes a block of n bytes at slot + off writes: its own and the canary words
+ * arm writes after them (16-byte aligned, before the slot's last two words). */
+static inline char *written_end_of(char *slot, size_t size, size_t off, size_t n)
+{
+	char *e = (char *)ALIGN_UP((uintptr_t)(slot + off + n) + SECURE_CANARY_CHECK + 8, 16);
+	char *last = slot + size - 16;
+	return e < last ? e : last;
+}
+
+/* A slot about to be handed out as a block of n bytes at slot + off: its free mark (or 0: a
+ * stack pop clears it) and zero bytes up to what the block will write and its last two
+ * words, else something wrote into it while it was free (reported at the block it held).
+ * A write after free further in stays, and the check of a larger block finds it. */
+static inline __attribute__((always_inline)) void slot_check_free(char *slot, size_t size,
+								  size_t off, size_t n,
+								  const char *call)
+{
+	uint64_t mark = secure_load64(slot + 8);
+	char *e = written_end_of(slot, size, off, n);
+	if (unlikely((mark && mark != pcpm_free_key) || !secure_is_zero(slot + 16, e) ||
+		     (secure_load64(slot + size - 16) | secure_load64(slot + size - 8))))
+		secure_uaf(slot + SECURE_HDR, call);
+}
+
+/* Arms the free slot of class cls as a block of n bytes at slot + off. */
+static inline __attribute__((always_inline)) void *slot_take(char *slot, unsigned cls, size_t n,
+							     size_t off, const char *call)
+{
+	size_t size = pcpm_class_size[cls];
+	slot_check_free(slot, size, off, n, call);
+	secure_store64(slot, 0); /* the link */
+	return secure_arm(slot, size, n, off);
+}
+
+/* Pops a slot of class cls from the thread's stack and arms it; NULL when the stack is empty
+ * or a signal handler runs.  Inline and free of calls: no pcpm_inside flag needed (a signal
+ * handler recognises pcpmalloc's code by the program counter).  The free mark stays: the
+ * neighbours' checks see a slot marked free or live, never cleared. */
+static inline __attribute__((always_inline)) void *pop_small(unsigned cls, size_t n, size_t off,
+							     const char *call)
 {
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->sbins[cls];
 	if (unlikely(!b->head || pcpm_nested()))
 		return NULL;
-	void *p = tcache_bin_pop(tc, b);
-	return __secure_arm_small(p, pcpm_class_size[cls], n,
-				  (unsigned)tc->malloc_calls % SECURE_JUNK_SAMPLE, call);
+	char *slot = b->head;
+	b->head = fl_decode(slot, call);
+	b->avail++;
+	tc->malloc_calls++;
+	return slot_take(slot, cls, n, off, call);
 }
 
-/* An unarmed object of class cls: the thread's secure stack (refilled from the slab), or one
+/* An unarmed slot of class cls: the thread's secure stack (refilled from the slab), or one
  * object from the slab when the thread has no cache; NULL when memory is exhausted. */
-static void *small_object(unsigned cls)
+static void *small_slot(unsigned cls)
 {
 	if (unlikely(pcpm_nested()))
 		return slab_alloc_nested(cls);
@@ -56,197 +94,204 @@ static void *small_object(unsigned cls)
 	return tcache_alloc_slow(cls); /* no cache: one object straight from the slab */
 }
 
-/* A validated, live small block p of class cls being freed: checks, junk, the stack. */
-static void __free_small(void *p, unsigned cls)
+/* A freed slot (zeroed, marked) back to the thread's stack of class cls, or the slab. */
+static void slot_to_stack(void *slot, unsigned cls)
 {
-	__secure_free_small(p, pcpm_class_size[cls], "free");
-	if (unlikely(pcpm_nested())) {
-		((uintptr_t *)p)[1] = pcpm_free_key;
-		slab_free_nested(p, pcpm_page_of(p)->slab_head);
-		return;
-	}
-	tcache_ensure();
 	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
 		if (!tc->sbins[cls].avail)
 			tcache_mode_flush(tc, cls);
-		tcache_bin_push(tc, &tc->sbins[cls], p);
+		tcache_bin_push(tc, &tc->sbins[cls], slot);
 		return;
 	}
-	tcache_free_slow(p, cls); /* no cache: straight to the slab */
+	tcache_free_slow(slot, cls); /* no cache: straight to the slab */
 }
 
-static PCPM_NOINLINE void free_small_inside(void *p, unsigned cls)
+/* ---- small blocks: the live block's checks -------------------------------------------- */
+
+struct small {
+	char *slot;
+	size_t size, n, off;
+	long idx;
+};
+
+/*
+ * Finds and checks the live small block p of slab head: its slot, header, canary; fills b.
+ * Aborts with the call's name: invalid pointer (not a block's start), double free (the slot
+ * is free), heap underflow (header changed), heap overflow (canary changed).
+ */
+static void small_check(char *p, struct page *head, const char *call, struct small *b)
 {
-	PCPM_INSIDE_BEGIN();
-	__free_small(p, cls);
-	PCPM_INSIDE_END();
+	struct kmem_cache *s = head->slab_cache;
+	size_t size = s->size, soff = (size_t)(p - head->addr);
+	size_t idx = (soff * head->reciprocal) >> 32;
+	char *slot = head->addr + idx * size;
+	size_t off = (size_t)(p - slot);
+	if (unlikely(idx >= s->objects || ((uintptr_t)p & 15) || off < SECURE_HDR))
+		pcpm_bad_pointer(call, p);
+	uint64_t c = secure_canary(slot), mark = secure_load64(slot + 8);
+	if (unlikely(mark != c)) {
+		if (mark == pcpm_free_key || !mark)
+			off == SECURE_HDR || !(off & (off - 1)) ? secure_double_free(p, call)
+								 : pcpm_bad_pointer(call, p);
+		secure_underflow(p, call);
+	}
+	uint64_t w = secure_load64(p - 16) ^ (uintptr_t)p ^ pcpm_secure_keys.size;
+	size_t n = (uint32_t)w;
+	if (unlikely(w >> 32 != off || n + off + SECURE_TAIL_MIN > size ||
+		     secure_load64(p - 8) != c)) {
+		/* p inside the block that starts at slot + 16 (its header intact), or a header
+		 * that was overwritten */
+		uint64_t w0 = secure_load64(slot) ^ (uintptr_t)(slot + 16) ^ pcpm_secure_keys.size;
+		if (off != SECURE_HDR && w0 >> 32 == SECURE_HDR)
+			pcpm_bad_pointer(call, p);
+		secure_underflow(p, call);
+	}
+	secure_canary_check(c, p + n, slot + size, p, call);
+	b->slot = slot;
+	b->size = size;
+	b->n = n;
+	b->off = off;
+	b->idx = (long)idx;
 }
 
+/* A word another thread may be storing (whole words only), read as one. */
+static inline uint64_t load_word(const char *q)
+{
+	return __atomic_load_n((const uint64_t *)q, __ATOMIC_RELAXED);
+}
+
+/*
+ * The neighbours: the previous slot's last two words are zero (free) or its canary word
+ * (live); the next slot's mark is its canary word, the free mark or zero (being popped), its
+ * first word zero, a free-list link (16-byte aligned, canonical) or a size word of a block at
+ * its offset 16.  Every state of a slot, whichever thread changes it, reads as one of these
+ * (each word is stored whole); anything else was written across the slot boundary: an
+ * underflow from p or an overflow past its end.
+ */
+static void small_check_neighbours(const struct small *b, struct page *head, const char *p,
+				   const char *call)
+{
+	if (b->idx > 0) {
+		uint64_t c = secure_canary(b->slot - b->size);
+		uint64_t w1 = load_word(b->slot - 16), w2 = load_word(b->slot - 8);
+		if (unlikely((w1 && w1 != c) || (w2 && w2 != c)))
+			secure_underflow(p, call);
+	}
+	if ((uint32_t)b->idx + 1 < head->slab_cache->objects) {
+		const char *next = b->slot + b->size;
+		uint64_t mark = load_word(next + 8), w = load_word(next);
+		uint64_t link = w ^ (uintptr_t)next ^ pcpm_link_key;
+		uint64_t sw = w ^ (uintptr_t)(next + SECURE_HDR) ^ pcpm_secure_keys.size;
+		bool mark_ok = !mark || mark == pcpm_free_key || mark == secure_canary(next);
+		bool word_ok = !w || (!(link & 15) && link < (1ULL << 47)) ||
+			       (sw >> 32 == SECURE_HDR && (uint32_t)sw + SECURE_SMALL_EXTRA <= b->size);
+		if (unlikely(!mark_ok || !word_ok))
+			secure_overflow(p, call);
+	}
+}
+
+/* The end of what the live block b may have written: its bytes and the canary words arm
+ * wrote after them (16-byte aligned, before the slot's last two words).  The rest of the
+ * slot stayed zero since malloc checked it (an overflow that skipped the canary is found by
+ * the next malloc's zero check), so free zeroes up to here. */
+static inline char *written_end(const struct small *b)
+{
+	return written_end_of(b->slot, b->size, b->off, b->n);
+}
+
+/* Frees the small block p of slab head (size: the caller's, or SECURE_NO_SIZE): checks,
+ * zero, free mark, the quarantine ring; what falls out of it goes to its stack. */
+static void small_free(char *p, struct page *head, const char *call, size_t size)
+{
+	struct small b;
+	small_check(p, head, call, &b);
+	if (unlikely(size != SECURE_NO_SIZE && size != b.n))
+		secure_size_mismatch(p, size, b.n, call);
+	small_check_neighbours(&b, head, p, call);
+	tcache_count(true);
+	__atomic_store_n((uint64_t *)(b.slot + 8), pcpm_free_key, __ATOMIC_RELAXED);
+	/* the padding in front of an aligned block stayed zero: from its header on */
+	secure_zero(b.off > SECURE_HDR ? p - SECURE_HDR : b.slot + 16, written_end(&b));
+	__atomic_store_n((uint64_t *)(b.slot + b.size - 16), 0, __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(b.slot + b.size - 8), 0, __ATOMIC_RELAXED);
+	secure_store64(b.slot, 0);
+	unsigned cls = head->cls;
+	if (unlikely(pcpm_nested())) {
+		slab_free_nested(b.slot, head);
+		return;
+	}
+	tcache_ensure();
+	struct tcache *tc = tcache_self();
+	if (tc->state != TC_ACTIVE) {
+		tcache_free_slow(b.slot, cls);
+		return;
+	}
+	void *out = tcache_ring_swap(tc, b.slot, &cls);
+	if (out)
+		slot_to_stack(out, cls);
+}
+
+/* A pointer the fast path took for a slab object's start: no secure block starts there. */
 void secure_free_small(void *p, unsigned cls)
 {
-	/* room on the thread's own stack: checks, junk, push - no lock, no call, so no
-	 * pcpm_inside flag either; the rest in a function of its own */
-	struct tcache *tc = tcache_self();
-	struct tcache_bin *b = &tc->sbins[cls];
-	if (likely(b->avail && !pcpm_nested())) {
-		__secure_free_small(p, pcpm_class_size[cls], "free");
-		tcache_bin_push(tc, b, p);
-		return;
-	}
-	free_small_inside(p, cls);
+	(void)cls;
+	pcpm_bad_pointer("free", p);
 }
 
 void secure_free_slab_checked(void *p, struct page *head, const char *call)
 {
-	PCPM_INSIDE_BEGIN();
-	tcache_check_double_free(p, head, call);
-	__free_small(p, head->cls);
-	PCPM_INSIDE_END();
-}
-
-/* ---- large blocks and huge mappings: canary up to a guard page ----------------------- */
-
-/* The last page of the mapping is a guard (no VMA split where the kernel has
- * MADV_GUARD_INSTALL, so mremap still sees one mapping), the bytes between the request and
- * the guard carry the canary. */
-static void *huge_arm(void *p, size_t size)
-{
-	if (!p)
-		return NULL;
-	struct region *r = pcpm_region_of(p);
-	r->req = size;
-	pcpm_os_guard_install(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
-	secure_fill_canary(huge_base(r) + size, huge_base(r) + r->len - PAGE_SIZE);
-	return p;
-}
-
-/* A page run or huge mapping of at least req bytes with the guard page and canary. */
-static void *large_alloc_checked(size_t req, size_t align, bool *run)
-{
-	*run = false;
-	size_t hlen = ALIGN_UP(req, PAGE_SIZE) + PAGE_SIZE;
-	if (unlikely(pcpm_nested()))
-		return huge_arm(huge_alloc_nested(hlen, align), req);
-	/* mappings handlers freed: quarantined, not cached where their old pointers point */
-	huge_drain_deferred(huge_free_quarantined);
-	size_t size = req + (req >= SECURE_GUARD_MIN ? PAGE_SIZE : 0); /* room for the guard */
-	if (size > HUGE_THRESHOLD || align > HUGE_THRESHOLD)
-		return huge_arm(huge_alloc(hlen, align), req);
-	char *p = large_alloc(size, align, run);
-	if (!p)
-		return NULL;
-	/* guard page right after the request's last page; canary up to it */
-	struct page *pg = pcpm_page_of(p);
-	size_t gp = ALIGN_UP(req, PAGE_SIZE);
-	pg->req_size = req;
-	pg->flags |= PG_DIRTY;
-	secure_fill_canary(p + req, p + gp);
-	if (req >= SECURE_GUARD_MIN)
-		pcpm_os_guard_install(p + gp, PAGE_SIZE);
-	return p;
-}
-
-/* A large block being freed: canary check, guard page off, junk fill. */
-static void large_release(char *p, struct page *pg, const char *call)
-{
-	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE);
-	secure_check_canary(p, p + req, p + gp, call);
-	if (req >= SECURE_GUARD_MIN)
-		pcpm_os_guard_remove(p + gp, PAGE_SIZE);
-	/* junk over the first SECURE_JUNK_MAX bytes: enough to spoil stale pointers and
-	 * headers a dangling reader would use, without a pass over the whole block */
-	memset(p, SECURE_JUNK, MIN(req, (size_t)SECURE_JUNK_MAX));
-}
-
-/*
- * realloc of the large block p to size bytes (SLAB_MAX_SIZE < size): in place when the run
- * can shrink or grow there (large_resize), as the default mode does, so a growing buffer is
- * not copied at every step.  The old canary is checked, the guard page moves only when the
- * request's last page changes, the canary is rewritten up to the new last page.  NULL when
- * the run cannot stay (the caller moves the block).
- */
-static void *large_realloc(char *p, struct page *pg, size_t size)
-{
-	size_t req = pg->req_size, gp = ALIGN_UP(req, PAGE_SIZE), ngp = ALIGN_UP(size, PAGE_SIZE);
-	secure_check_canary(p, p + req, p + gp, "realloc");
-	bool guard = req >= SECURE_GUARD_MIN, nguard = size >= SECURE_GUARD_MIN;
-	size_t nnp = (ngp >> PAGE_SHIFT) + (nguard ? 1 : 0);
-	if ((nnp << PAGE_SHIFT) > HUGE_THRESHOLD)
-		return NULL;
-	bool same = guard && nguard && gp == ngp;
-	if (nnp > pg->npages && !large_resize(pg, nnp))
-		return NULL;
-	if (guard && !same)
-		pcpm_os_guard_remove(p + gp, PAGE_SIZE);
-	if (nnp <= pg->npages)
-		large_resize(pg, nnp); /* shrinking: cannot fail */
-	pg->req_size = size;
-	secure_fill_canary(p + size, p + ngp);
-	if (nguard && !same)
-		pcpm_os_guard_install(p + ngp, PAGE_SIZE);
-	return p;
+	(void)head;
+	pcpm_bad_pointer(call, p);
 }
 
 /* ---- malloc ---------------------------------------------------------------------------- */
 
-/* From a signal handler (kernel-pcp.md §12.2): a slab object when its cache lock is free
- * and a partial slab has room, else a mapping of its own.  align: power of two. */
-static void *malloc_nested(size_t n, size_t align)
+/* A small block of n bytes at slot + off (16, or the alignment) of class cls, from the slow
+ * path (stack refill, a slab, a signal handler's partial slab); NULL when exhausted. */
+static void *small_alloc_slow(unsigned cls, size_t n, size_t off, const char *call)
 {
-	void *p = NULL;
-	if (n > PTRDIFF_MAX)
-		goto out;
-	size_t need = n + SECURE_TRAILER;
-	if (align <= 16 && need <= SLAB_MAX_SIZE) {
-		unsigned c = size_to_class(need);
-		p = slab_alloc_nested(c);
-		if (p) {
-			secure_arm_small(p, pcpm_class_size[c], n, "malloc");
-			tcache_count(false);
-			goto out;
-		}
-	}
-	bool run;
-	p = large_alloc_checked(MAX(n, 1), align, &run);
-	if (p)
-		tcache_count(false);
-out:
-	if (!p)
-		errno = ENOMEM;
-	return p;
+	char *slot = small_slot(cls);
+	if (!slot)
+		return NULL;
+	return slot_take(slot, cls, n, off, call);
 }
 
 static void *__malloc(size_t n)
 {
-	if (unlikely(pcpm_nested()))
-		return malloc_nested(n, 0);
-	tcache_ensure();
+	if (unlikely(!pcpm_nested()))
+		tcache_ensure();
 	pcpm_vmstat_maybe_start();
 	void *p;
 	for (bool retried = false;; retried = true) {
-		if (n <= SLAB_MAX_SIZE - SECURE_TRAILER) {
-			unsigned c = size_to_class(n + SECURE_TRAILER);
-			p = small_object(c);
-			if (p)
-				secure_arm_small(p, pcpm_class_size[c], n, "malloc");
+		if (n == 0) {
+			p = secure_zero_block();
+		} else if (n <= SECURE_SMALL_MAX) {
+			p = small_alloc_slow(size_to_class(n + SECURE_SMALL_EXTRA), n, SECURE_HDR,
+					     "malloc");
+			bool run; /* a signal handler without a partial slab: a mapping */
+			if (!p && pcpm_nested())
+				p = secure_large_alloc(n, 0, &run);
 		} else if (n > PTRDIFF_MAX) {
 			p = NULL;
 		} else {
 			bool run;
-			p = large_alloc_checked(n, 0, &run);
-			if (p)
+			p = secure_large_alloc(n, 0, &run);
+			if (p && !pcpm_nested())
 				pcpm_count_malloc(run);
 		}
-		if (likely(p) || retried || n > PTRDIFF_MAX || !pcpm_reclaim_address_space())
+		if (likely(p) || retried || n > PTRDIFF_MAX || pcpm_nested() ||
+		    !pcpm_reclaim_address_space())
 			break;
 	}
 	if (unlikely(!p)) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	pcpm_vmstat_maybe_run();
-	pcpm_topology_maybe_discover();
+	if (!pcpm_nested()) {
+		pcpm_vmstat_maybe_run();
+		pcpm_topology_maybe_discover();
+	}
 	return p;
 }
 
@@ -263,12 +308,14 @@ void *secure_malloc(size_t n)
 	void *p;
 	/* small blocks straight from the thread's own stack when it has one; the rest in a
 	 * function of its own, so this part needs no stack frame */
-	if (likely(n <= SLAB_MAX_SIZE - SECURE_TRAILER) &&
-	    likely(p = secure_pop_small(size_to_class(n + SECURE_TRAILER), n, "malloc")))
+	if (likely(n - 1 < SECURE_SMALL_MAX) &&
+	    likely(p = pop_small(size_to_class(n + SECURE_SMALL_EXTRA), n, SECURE_HDR, "malloc")))
 		return p;
 	return malloc_inside(n);
 }
 
+/* Every block secure mode hands out is zeroed (small: checked zero; runs and mappings:
+ * cleared when reused), so calloc clears nothing. */
 void *secure_calloc(size_t nmemb, size_t size)
 {
 	size_t n;
@@ -276,11 +323,28 @@ void *secure_calloc(size_t nmemb, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *p = secure_malloc(n);
-	return p ? dfl_calloc_clear(p, n) : NULL;
+	return secure_malloc(n);
 }
 
 /* ---- aligned --------------------------------------------------------------------------- */
+
+/* The first class whose slots are multiples of align with room for a block of size bytes
+ * at slot + align (align > 16; the header in the 16 bytes before it); -1 when none. */
+static int aligned_class(size_t align, size_t size)
+{
+	if (size > SLAB_MAX_SIZE || align > PAGE_SIZE)
+		return -1;
+	size_t need = size + align + SECURE_TAIL_MIN;
+	if (need > SLAB_MAX_SIZE)
+		return -1;
+	for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
+		if (pcpm_class_size[c] & (align - 1))
+			continue;
+		if (align <= (PAGE_SIZE << kmem_cache_of(c)->order))
+			return (int)c;
+	}
+	return -1;
+}
 
 static void *aligned_core(size_t align, size_t size)
 {
@@ -288,88 +352,52 @@ static void *aligned_core(size_t align, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	size_t need = MAX(size + SECURE_TRAILER, align);
-	if (need <= SLAB_MAX_SIZE) {
-		for (unsigned c = size_to_class(need); c < NR_SIZE_CLASSES; c++) {
-			if (pcpm_class_size[c] & (align - 1))
-				continue;
-			struct kmem_cache *s = kmem_cache_of(c);
-			if (align <= (PAGE_SIZE << s->order)) {
-				void *p = small_object(c);
-				if (!p)
-					errno = ENOMEM;
-				else
-					secure_arm_small(p, s->size, size, "memalign");
-				return p;
-			}
-		}
+	if (size == 0 && align <= 16)
+		return __malloc(0);
+	if (align <= 16 && size <= SECURE_SMALL_MAX)
+		return __malloc(size);
+	int c = aligned_class(align, size);
+	void *p = NULL;
+	if (c >= 0)
+		p = small_alloc_slow((unsigned)c, size, align, "memalign");
+	if (c < 0 || (!p && pcpm_nested())) {
+		bool run;
+		p = secure_large_alloc(MAX(size, 1), align, &run);
+		if (p && !pcpm_nested())
+			pcpm_count_malloc(run);
 	}
-	bool run;
-	void *p = large_alloc_checked(MAX(size, SLAB_MAX_SIZE + 1), align, &run);
-	if (!p) {
+	if (!p)
 		errno = ENOMEM;
-		return NULL;
-	}
-	pcpm_count_malloc(run);
 	return p;
 }
 
 void *secure_aligned_alloc(size_t align, size_t size)
 {
-	/* small blocks from the thread's own stack: the first class of at least size + 8
-	 * bytes whose objects are multiples of align (slabs are page aligned) */
-	if (size <= SLAB_MAX_SIZE - SECURE_TRAILER && align <= PAGE_SIZE) {
-		size_t need = MAX(size + SECURE_TRAILER, align);
-		for (unsigned cls = size_to_class(need); cls < NR_SIZE_CLASSES; cls++) {
-			if (pcpm_class_size[cls] & (align - 1))
-				continue;
-			void *p = secure_pop_small(cls, size, "memalign");
-			if (p)
-				return p;
-			break;
-		}
+	if (align <= 16 && size - 1 < SECURE_SMALL_MAX)
+		return secure_malloc(size);
+	int c = aligned_class(align, size);
+	if (c >= 0) {
+		void *p = pop_small((unsigned)c, size, align, "memalign");
+		if (p)
+			return p;
 	}
 	PCPM_INSIDE_BEGIN();
-	void *p = unlikely(pcpm_nested()) ? malloc_nested(size, align) : aligned_core(align, size);
+	void *p = aligned_core(align, size);
 	PCPM_INSIDE_END();
 	return p;
 }
 
 /* ---- free, usable size ----------------------------------------------------------------- */
 
-/* Classifies a pointer that is not a slab object: checks and frees it, or aborts. */
-static void free_slow(void *p, struct page *pg, const char *call)
+static void free_checked(void *p, const char *call, size_t size)
 {
-	if (pg) {
-		if (pg->state == PG_LARGE && p == page_address(pg)) {
-			tcache_count(true);
-			large_release(p, pg, call);
-			if (unlikely(pcpm_nested()))
-				large_free_nested(pg);
-			else
-				large_free(pg);
-			return;
-		}
-		pcpm_bad_page_pointer(call, p, pg);
-	}
-	struct region *r = pcpm_is_early(p) ? NULL : pcpm_region_of(p);
-	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
-		if (huge_state(r) != HUGE_LIVE)
-			pcpm_double_free(call, p);
-		tcache_count(true);
-		secure_check_canary(p, huge_base(r) + r->req, huge_base(r) + r->len - PAGE_SIZE, call);
-		if (unlikely(pcpm_nested())) {
-			/* deferred, then cached like any mapping: no guard page inside it */
-			pcpm_os_guard_remove(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
-			huge_free_nested(r);
-			return;
-		}
-		huge_drain_deferred(huge_free_quarantined);
-		huge_free_quarantined(r);
-		zone_note_free(); /* the decay worker, asleep, purges the cached mapping */
-		return;
-	}
-	dfl_free_slow(p, pg, call); /* an early block, or no block: abort */
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB)
+		small_free(p, pg->slab_head, call, size);
+	else if (secure_is_zero_block(p))
+		((uintptr_t)p & 15) ? pcpm_bad_pointer(call, p) : (void)0;
+	else
+		secure_large_free(p, call, size);
 }
 
 void secure_free_generic(void *p, const char *call)
@@ -377,89 +405,70 @@ void secure_free_generic(void *p, const char *call)
 	if (!p)
 		return;
 	PCPM_INSIDE_BEGIN();
-	struct page *pg = pcpm_page_of(p);
-	if (pg && pg->state == PG_SLAB) {
-		struct page *head = pg->slab_head;
-		if (unlikely(slab_obj_index(head, p) < 0))
-			pcpm_bad_pointer(call, p);
-		if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
-			tcache_check_double_free(p, head, call);
-		__free_small(p, head->cls);
-	} else {
-		free_slow(p, pg, call);
-	}
+	free_checked(p, call, SECURE_NO_SIZE);
 	PCPM_INSIDE_END();
 }
 
-static size_t usable_size(const void *p, const char *call)
+void secure_free_sized(void *p, size_t size, const char *call)
+{
+	if (!p)
+		return;
+	PCPM_INSIDE_BEGIN();
+	free_checked(p, call, size);
+	PCPM_INSIDE_END();
+}
+
+static size_t usable_size(void *p, const char *call)
 {
 	struct page *pg = pcpm_page_of(p);
-	if (pg) {
-		if (pg->state == PG_SLAB) {
-			struct page *head = pg->slab_head;
-			if (slab_obj_index(head, p) < 0)
-				pcpm_bad_pointer(call, p);
-			return secure_small_size(p, head->slab_cache->size, call);
-		}
-		if (pg->state == PG_LARGE && p == page_address(pg))
-			return pg->req_size;
-		pcpm_bad_pointer(call, p);
+	if (pg && pg->state == PG_SLAB) {
+		struct small b;
+		small_check(p, pg->slab_head, call, &b);
+		return b.n;
 	}
-	if (pcpm_is_early(p))
+	if (secure_is_zero_block(p))
+		return 0;
+	if (!pg && pcpm_is_early(p))
 		return pcpm_early_usable(p, call);
-	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
-		pcpm_bad_pointer(call, p);
-	return r->req;
+	return secure_large_size(p, call);
 }
 
 size_t secure_usable_size(const void *p)
 {
-	return usable_size(p, "malloc_usable_size");
-}
-
-void secure_trim(void)
-{
-	huge_drain_deferred(huge_free_quarantined);
+	return usable_size((void *)p, "malloc_usable_size");
 }
 
 /* ---- realloc --------------------------------------------------------------------------- */
 
-static void *__realloc(void *p, size_t size)
+static void *__realloc(char *p, size_t size)
 {
 	struct page *pg = pcpm_page_of(p);
-	bool nested = pcpm_nested();
-	if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0) {
+	if (pg && pg->state == PG_SLAB && !pcpm_nested()) {
+		/* a small block stays when its slot still fits: checked, grown bytes zeroed,
+		 * header and canary rewritten */
 		struct page *head = pg->slab_head;
-		if (((uintptr_t *)p)[1] == pcpm_free_key)
-			tcache_check_double_free(p, head, "realloc");
-		/* a small block stays when its slot still fits (canary and trailer checked and
-		 * moved) */
-		size_t slot = head->slab_cache->size;
-		if (!nested && size <= slot - SECURE_TRAILER &&
-		    (size_to_class(size + SECURE_TRAILER) == head->cls || size >= slot / 2)) {
-			secure_resize_small(p, slot, size, "realloc");
-			return p;
+		struct small b;
+		small_check(p, head, "realloc", &b);
+		if (b.off == SECURE_HDR && size + SECURE_SMALL_EXTRA <= b.size &&
+		    (size_to_class(size + SECURE_SMALL_EXTRA) == head->cls || size >= b.size / 2)) {
+			if (size > b.n)
+				memset(p + b.n, 0, size - b.n);
+			else /* the old bytes and canary past the new end: zero again */
+				memset(p + size, 0, (size_t)(written_end(&b) - (p + size)));
+			return secure_arm(b.slot, b.size, size, SECURE_HDR);
 		}
-	}
-	if (!nested && pg && pg->state == PG_LARGE && p == page_address(pg) &&
-	    size > SLAB_MAX_SIZE - SECURE_TRAILER && large_realloc(p, pg, size))
-		return p;
-	/* a freed page run or huge mapping: a double free, as the default mode says */
-	if (pg && pg->state != PG_SLAB && (pg->state != PG_LARGE || p != page_address(pg)))
-		pcpm_bad_page_pointer("realloc", p, pg);
-	if (!pg && !pcpm_is_early(p)) {
-		struct region *r = pcpm_region_of(p);
-		if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) != HUGE_LIVE)
-			pcpm_double_free("realloc", p);
+	} else if (size > SECURE_SMALL_MAX && !secure_is_zero_block(p)) {
+		void *q = secure_large_resize(p, size);
+		if (q)
+			return q;
 	}
 	/* every other realloc moves, with the checks of malloc and free */
 	size_t old = usable_size(p, "realloc");
-	void *q = secure_malloc(size);
+	void *q = __malloc(size);
 	if (!q)
 		return NULL;
 	memcpy(q, p, MIN(old, size));
-	secure_free_generic(p, "realloc");
+	free_checked(p, "realloc", SECURE_NO_SIZE);
 	return q;
 }
 
@@ -479,4 +488,12 @@ void *secure_realloc(void *p, size_t size)
 	void *q = __realloc(p, size);
 	PCPM_INSIDE_END();
 	return q;
+}
+
+void secure_trim(void)
+{
+	/* mappings handlers freed go through the quarantine (the default trim would cache and
+	 * unmap them); the freed page runs waiting in the run quarantine go back */
+	huge_drain_deferred(huge_free_quarantined);
+	secure_large_drain();
 }

@@ -6,7 +6,6 @@
  * tcache and the front ends.
  */
 #include "slab.h"
-#include "secure.h"
 #include "topology.h"
 #include "vgmode.h"
 
@@ -139,17 +138,22 @@ static uint64_t slab_random(void)
 	return z ^ (z >> 31);
 }
 
-/* CONFIG_SLAB_FREELIST_RANDOM with SLAB_POISON: a new slab's freelist in random order,
- * every object poisoned (SECURE_JUNK) and marked free.  Cache lock held. */
+/* CONFIG_SLAB_FREELIST_RANDOM with init_on_free: a new slab's freelist in random order,
+ * every object zeroed and marked free (secure mode's free state: zero but for the link and
+ * the free mark).  With 3 objects or more the first and the last are never handed out: every
+ * object handed out has neighbours in the slab whose marks secure mode's free checks (an
+ * underflow or overflow across the slab's ends would land in other memory).  Cache lock
+ * held. */
 static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects)
 {
 	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
-	for (uint32_t i = 0; i < objects; i++)
-		order[i] = (uint16_t)i;
+	uint32_t first = objects >= 3, n = objects - 2 * first;
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = (uint16_t)(first + i);
 	/* Fisher-Yates from one slab_random() seed per slab (one atomic, not one per object),
 	 * stepped with xorshift64*; j in [0, i] by multiply-shift rather than a division */
 	uint64_t x = slab_random() | 1;
-	for (uint32_t i = objects - 1; i > 0; i--) {
+	for (uint32_t i = n - 1; i > 0; i--) {
 		x ^= x >> 12;
 		x ^= x << 25;
 		x ^= x >> 27;
@@ -159,9 +163,14 @@ static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects
 		order[i] = order[j];
 		order[j] = t;
 	}
-	memset(head->addr, SECURE_JUNK, (size_t)size * objects);
+	if (head->flags & PG_DIRTY) /* pages never written since committed or purged: zero */
+		memset(head->addr, 0, (size_t)size * objects);
+	if (first) { /* the two kept back: marked free */
+		((uintptr_t *)head->addr)[1] = pcpm_free_key;
+		((uintptr_t *)(head->addr + (size_t)(objects - 1) * size))[1] = pcpm_free_key;
+	}
 	void *next = NULL;
-	for (uint32_t i = 0; i < objects; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		char *o = head->addr + (size_t)order[i] * size;
 		fl_store(o, next);
 		((uintptr_t *)o)[1] = pcpm_free_key;

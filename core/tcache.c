@@ -420,6 +420,16 @@ void tcache_flush_all(struct tcache *tc)
 		flush_bin(tc, c, bin_count(tc, c));
 		flush_stack(tc, &tc->sbins[c], c, sbin_count(tc, c));
 	}
+	/* the front end's quarantine: its objects are free already (marked, link zero) */
+	for (unsigned i = 0; i < TC_RING; i++) {
+		void *p = tc->ring[i];
+		if (!p)
+			continue;
+		tc->ring[i] = NULL;
+		((uintptr_t *)p)[1] = pcpm_free_key;
+		fl_store(p, NULL);
+		slab_free_bulk(tc->ring_cls[i], p, 1);
+	}
 }
 
 /*

@@ -82,23 +82,21 @@ EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *
 
 EXPORT void _ZdlPv(void *p) { pcpm_free_call(p, "operator delete"); }
 EXPORT void _ZdaPv(void *p) { pcpm_free_call(p, "operator delete[]"); }
-EXPORT void _ZdlPvm(void *p, size_t n) { (void)n; pcpm_free_call(p, "operator delete"); }
-EXPORT void _ZdaPvm(void *p, size_t n) { (void)n; pcpm_free_call(p, "operator delete[]"); }
+EXPORT void _ZdlPvm(void *p, size_t n) { pcpm_free_sized_call(p, n, "operator delete"); }
+EXPORT void _ZdaPvm(void *p, size_t n) { pcpm_free_sized_call(p, n, "operator delete[]"); }
 EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; pcpm_free_call(p, "operator delete"); }
 EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt; pcpm_free_call(p, "operator delete[]"); }
 EXPORT void _ZdlPvSt11align_val_t(void *p, size_t a) { (void)a; pcpm_free_call(p, "operator delete"); }
 EXPORT void _ZdaPvSt11align_val_t(void *p, size_t a) { (void)a; pcpm_free_call(p, "operator delete[]"); }
 EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
-	(void)n;
 	(void)a;
-	pcpm_free_call(p, "operator delete");
+	pcpm_free_sized_call(p, n, "operator delete");
 }
 EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t a)
 {
-	(void)n;
 	(void)a;
-	pcpm_free_call(p, "operator delete[]");
+	pcpm_free_sized_call(p, n, "operator delete[]");
 }
 EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t a, const void *nt)
 {

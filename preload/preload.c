@@ -77,18 +77,17 @@ EXPORT size_t malloc_usable_size(void *p)
 	return pcpm_usable_size(p);
 }
 
-/* C23: the size (and alignment) are hints; the block knows its own. */
+/* C23: the size must be the one requested; the default mode takes the block's own, secure
+ * mode checks it (a mismatch aborts). */
 EXPORT void free_sized(void *p, size_t size)
 {
-	(void)size;
-	pcpm_free_call(p, "free_sized");
+	pcpm_free_sized_call(p, size, "free_sized");
 }
 
 EXPORT void free_aligned_sized(void *p, size_t align, size_t size)
 {
 	(void)align;
-	(void)size;
-	pcpm_free_call(p, "free_aligned_sized");
+	pcpm_free_sized_call(p, size, "free_aligned_sized");
 }
 
 /*

@@ -328,7 +328,8 @@ static void overflow_large_page_realloc(void)
 	free(tu_opaque_ptr(p));
 }
 
-/* One byte past a large block that realloc shrank from 300 KB to 100 KB (in place). */
+/* One byte past a large block that realloc shrank from 300 KB to 100 KB (in place in the
+ * default mode; secure mode moves it so that its end touches the guard page). */
 static void overflow_large_realloc_1(void)
 {
 	char *p = malloc(300000);
@@ -338,11 +339,19 @@ static void overflow_large_realloc_1(void)
 	free(tu_opaque_ptr(p));
 }
 
-/* 8 bytes written before a 48-byte block b: the end of the block in front of it (whose
- * pointer the child reports, as that is the block whose free notices). */
+/* 8 bytes written before a 48-byte block b.  Secure mode: they are b's header (its canary
+ * word), so b's free notices.  Default mode: the end of the block in front of it (whose
+ * pointer the child reports, as that is the block whose free would notice). */
 static void underflow_8(void)
 {
 	enum { N = 256 };
+	if (secure) {
+		char *b = malloc(48);
+		memset((char *)tu_opaque_ptr(b) - 8, 'U', 8); /* the bug */
+		tu_report_pointer(b);
+		free(tu_opaque_ptr(b));
+		return;
+	}
 	char *v[N];
 	size_t usable = 0;
 	for (int i = 0; i < N; i++)
@@ -363,8 +372,23 @@ static void underflow_8(void)
 	tu_report_pointer(NULL);
 }
 
-/* Use after free: flips one bit of the free-list link (safe-linking: the link decodes to a
- * misaligned pointer), then allocates the size again. */
+/* Allocates and frees 64 blocks of n bytes, 16 times over: hands every freed block of that
+ * size out again, through secure mode's quarantine too. */
+static void churn(size_t n)
+{
+	void *v[64];
+	for (int r = 0; r < 16; r++) {
+		for (int i = 0; i < 64; i++)
+			v[i] = malloc(n);
+		for (int i = 0; i < 64; i++)
+			free(v[i]);
+	}
+}
+
+/* Use after free: flips one bit of the block's first word, the free-list link in the default
+ * mode (safe-linking: the link decodes to a misaligned pointer), then allocates the size
+ * again (secure mode: the link is in the slot's header; the flipped bit is in the zeroed
+ * body, found when the slot is handed out again). */
 static void uaf_link(void)
 {
 	char *a = malloc(48);
@@ -377,6 +401,8 @@ static void uaf_link(void)
 	void *r = malloc(48);
 	(void)q;
 	(void)r;
+	if (secure)
+		churn(48);
 }
 
 /* Use after free: writes into the body (bytes 16..47) of a freed block, then allocates. */
@@ -392,6 +418,7 @@ static void uaf_body(void)
 		v[i] = malloc(48); /* reaches p again: LIFO, or somewhere in the slab's random order */
 	for (int i = 0; i < N; i++)
 		free(v[i]);
+	churn(48); /* secure mode: through the quarantine */
 }
 
 /* Use after free: writes into a freed 8 MB mapping (cached for reuse; PROT_NONE in secure
@@ -485,18 +512,22 @@ int main(int argc, char **argv)
 	       overflow_short_canary, sec, ovf);
 	expect("overflow by 32 bytes, small block", overflow_32, sec, ovf);
 	expect("overflow by 1 byte after realloc shrank the block in place", overflow_realloc_1, sec, ovf);
-	expect("overflow by 1 byte, large block", overflow_large_1, sec, ovf);
+	/* secure mode: a 100000-byte block ends against its guard page */
+	expect("overflow by 1 byte, large block", overflow_large_1, secure ? GUARD : NOT_CAUGHT,
+	       NULL);
 	expect("overflow past a large block's last page", overflow_large_page,
 	       secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("overflow past a large block's last page after realloc grew it",
 	       overflow_large_page_realloc, secure ? GUARD : NOT_CAUGHT, NULL);
-	expect("overflow by 1 byte after realloc shrank a large block in place",
-	       overflow_large_realloc_1, sec, ovf);
-	expect("underflow by 8 bytes, small block", underflow_8, sec, ovf);
+	expect("overflow by 1 byte after realloc shrank a large block",
+	       overflow_large_realloc_1, secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("underflow by 8 bytes, small block", underflow_8, sec,
+	       secure ? "pcpmalloc: free(): heap underflow before 0x" : ovf);
 
 	/* use after free */
 	expect("use after free: write to the free-list link", uaf_link, CAUGHT,
-	       "pcpmalloc: malloc(): corrupted free list at 0x");
+	       secure ? "pcpmalloc: malloc(): write after free in 0x"
+		      : "pcpmalloc: malloc(): corrupted free list at 0x");
 	expect("use after free: write to a freed block's body", uaf_body, sec,
 	       "pcpmalloc: malloc(): write after free in 0x");
 	expect("use after free: write to a freed huge mapping", uaf_huge, secure ? GUARD : NOT_CAUGHT, NULL);

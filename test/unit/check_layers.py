@@ -24,7 +24,9 @@ LAYERS = [
     ['core/stat.c'],            # the statistics report: pulls every layer's counters
     ['core/fork.c'],            # pthread_atfork: every layer's locks
     ['core/api.c'],             # the one choice of mode per call
-    ['core/secure_mode.c'],     # front end: secure mode
+    ['core/secure_mode.c'],     # front end: secure mode (API entries, small blocks)
+    ['core/secure_large.c'],    # secure mode's page runs, huge mappings, zero-size blocks
+    ['core/junk_mode.c'],       # front end: junk mode
     ['core/vgmode.c'],          # front end: memcheck mode
     ['core/realloc.c', 'core/alloc-aligned.c', 'core/trim.c'],  # the default functions
     ['core/alloc.c'],
@@ -56,6 +58,7 @@ HEADER_OWNER = {
     'core/alloc_default.h': 'core/free.c',   # the lowest of the default functions' files
     'core/frontend.h': 'core/vgmode.c',      # the lower of the two front ends
     'core/vgmode.h': 'core/vg.c',            # the leaf part of memcheck mode
+    'core/secure_mode.h': 'core/secure_large.c',  # what secure mode's two files share
     'core/nested.h': 'core/os.c',            # the variables live in os.c
     'core/free_fast.h': None,
     'core/stat.h': None,                     # struct pcpm_stats: every layer fills it

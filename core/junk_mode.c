@@ -1,0 +1,87 @@
+/*
+ * junk_mode.c - PCPMALLOC_JUNK=1, jemalloc's opt.junk: the default functions, with every new
+ * block filled with JUNK_ALLOC (0xa5, its usable size) and every freed one with JUNK_FREE
+ * (0x5a), so a program that reads memory it never wrote or uses memory it freed sees the
+ * pattern (a debugging aid; secure mode zeroes freed memory instead).  The mode turns the
+ * fast stacks off, so every call reaches api.c's choice of front end; the default mode's
+ * paths do not change.  A freed slab object keeps its first 16 bytes for the free list and
+ * the free mark (the default functions' double-free check reads them).  Calls the default
+ * functions (alloc_default.h) and the huge layer's lookup.  Thread-safety: the block being
+ * allocated or freed only.
+ */
+#include "alloc_default.h"
+#include "early.h"
+#include "frontend.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Bytes of the pcpmalloc block p that may be filled, or 0 when p is not a live block of its
+ * own (a foreign pointer, or one the default functions will report). */
+static size_t fillable(void *p, size_t *skip)
+{
+	*skip = 0;
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		struct page *head = pg->slab_head;
+		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == pcpm_free_key)
+			return 0;
+		*skip = 16; /* link and free mark */
+		return head->slab_cache->size;
+	}
+	if (pg)
+		return pg->state == PG_LARGE && p == page_address(pg) ? dfl_usable_size(p, "free") : 0;
+	if (pcpm_is_early(p))
+		return 0;
+	struct region *r = pcpm_region_of(p);
+	return r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE
+		       ? dfl_usable_size(p, "free")
+		       : 0;
+}
+
+/* A new block: all its usable bytes (a realloc that grows in place shows them). */
+static void *fill_new(void *p)
+{
+	if (p)
+		memset(p, JUNK_ALLOC, dfl_usable_size(p, "malloc"));
+	return p;
+}
+
+void *junk_malloc(size_t n)
+{
+	return fill_new(dfl_malloc_slow(n));
+}
+
+void junk_free_generic(void *p, const char *call)
+{
+	if (!p)
+		return;
+	size_t skip, n = fillable(p, &skip);
+	if (n > skip)
+		memset((char *)p + skip, JUNK_FREE, n - skip);
+	dfl_free_generic(p, call);
+}
+
+void *junk_realloc(void *p, size_t size)
+{
+	if (!p)
+		return junk_malloc(size);
+	if (size == 0) {
+		junk_free_generic(p, "realloc");
+		return NULL;
+	}
+	size_t old = dfl_usable_size(p, "realloc");
+	if (size <= old)
+		return dfl_realloc(p, size); /* in place or smaller */
+	void *q = junk_malloc(size);
+	if (!q)
+		return NULL;
+	memcpy(q, p, old);
+	junk_free_generic(p, "realloc");
+	return q;
+}
+
+void *junk_aligned_alloc(size_t align, size_t size)
+{
+	return fill_new(dfl_aligned_alloc(align, size));
+}
