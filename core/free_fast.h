@@ -35,15 +35,19 @@ __pcpm_free_to_cache(void *p, struct page *pg, size_t cls, const char *call,
  * the fast path may free (one descriptor line read: every page of a slab carries addr,
  * reciprocal, cls and fast_lim, the objects carved so far: no slab_head load, no second line
  * for slabs of 2+ pages; a page that is no slab's has fast_lim 0), else NULL (NULL included).
+ * *cls: the object's class when the page is returned.
  */
-static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p)
+static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p,
+										    size_t *cls)
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
 		size_t soff = (size_t)((const char *)p - pg->addr);
 		size_t idx = (soff * pg->reciprocal) >> 32;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[pg->cls] == soff))
+		size_t c = pg->cls; /* read once: one register for the size lookup and the bin */
+		*cls = c;
+		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[c] == soff))
 			return pg;
 	}
 	return NULL;
@@ -57,9 +61,10 @@ static inline __attribute__((always_inline)) void
 __pcpm_free_call(void *p, const char *call, pcpm_free_small_fn *small,
 		 pcpm_free_checked_fn *checked, pcpm_free_generic_fn *generic)
 {
-	struct page *pg = __pcpm_free_fast_page(p);
+	size_t cls;
+	struct page *pg = __pcpm_free_fast_page(p, &cls);
 	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, pg->cls, call, small, checked);
+		return __pcpm_free_to_cache(p, pg, cls, call, small, checked);
 	return generic(p, call);
 }
 
