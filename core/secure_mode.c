@@ -493,7 +493,7 @@ void *secure_realloc(void *p, size_t size)
 void secure_trim(void)
 {
 	/* mappings handlers freed go through the quarantine (the default trim would cache and
-	 * unmap them); the freed page runs waiting in the run quarantine go back */
+	 * unmap them); the run quarantine keeps its runs, so a double free after the trim is
+	 * still reported */
 	huge_drain_deferred(huge_free_quarantined);
-	secure_large_drain();
 }
