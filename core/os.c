@@ -40,11 +40,16 @@ uint64_t pcpm_lock_wait(pcpm_lock_t *l)
 		if (atomic_load_explicit(&l->v, memory_order_relaxed) == 0 && pcpm_trylock(l))
 			goto out;
 	}
+	/* a futex wait that finds the word changed fails with EAGAIN (EINTR for a signal): the
+	 * caller's errno is kept here, once per wait, not on every call's fast path (free and
+	 * successful allocations leave errno alone, as glibc since 2.33 and POSIX) */
+	int saved_errno = errno;
 	int c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
 	while (c != 0) {
 		futex(&l->v, FUTEX_WAIT, 2);
 		c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
 	}
+	errno = saved_errno;
 out:;
 	uint64_t dt = pcpm_now_ns() - t0;
 	return dt ? dt : 1;
@@ -52,7 +57,9 @@ out:;
 
 void pcpm_unlock_wake(pcpm_lock_t *l)
 {
+	int saved_errno = errno;
 	futex(&l->v, FUTEX_WAKE, 1);
+	errno = saved_errno;
 }
 
 #ifdef PCPM_FAULT_INJECT
