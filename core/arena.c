@@ -45,6 +45,15 @@ struct region *pcpm_region_of(const void *p)
 	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
 }
 
+bool pcpm_owns(const void *p)
+{
+	if (pcpm_is_early(p))
+		return true;
+	if ((uintptr_t)p - (uintptr_t)pcpm_arena0.base < pcpm_arena0.reserved)
+		return true;
+	return pcpm_region_of(p) != NULL;
+}
+
 /* Installs a new, zeroed leaf for granule g; returns the leaf in place, which is another
  * one when a signal handler installed its own meanwhile (map_leaf_nested; ours then stays
  * unused, 64 KiB of metadata). */

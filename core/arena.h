@@ -133,6 +133,11 @@ struct region {
 
 /* The region holding p (arena 0 by range, the rest by the radix map), or NULL.  Lock-free. */
 struct region *pcpm_region_of(const void *p);
+/* Is p in memory pcpmalloc manages: the early area, arena 0's reservation, or a granule the
+ * radix map gives to an arena or a huge mapping?  False for anything else: a block of
+ * glibc's own malloc (an RTLD_DEEPBIND plugin's, __libc_malloc's), which goes to glibc's
+ * own function (os.h: pcpm_foreign_*).  Lock-free, never guesses from the bytes near p. */
+bool pcpm_owns(const void *p);
 /*
  * Radix map updates for the granules of [base, base+len).  pcpm_map_reserve allocates the
  * leaves the range needs (false when metadata cannot be mapped: out of memory), after which

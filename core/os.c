@@ -6,6 +6,7 @@
 #include "os.h"
 #include "nested.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -478,3 +479,49 @@ void pcpm_random_fork_child(void)
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
 int pcpm_nolock_all;
 __thread int pcpm_inside __attribute__((tls_model("initial-exec")));
+
+/* ---- glibc's own allocator, for foreign blocks (os.h) -------------------------------- */
+
+/* glibc's functions, looked up once on the first foreign block: dlsym(RTLD_NEXT) from this
+ * library finds the next definition after it, libc's (preload/ exports __libc_free and
+ * friends itself, so a plain reference would find pcpmalloc's own). */
+static struct {
+	void (*free)(void *);
+	void *(*realloc)(void *, size_t);
+	size_t (*usable)(void *);
+	_Atomic int state; /* 0: not looked up, 1: found, 2: not there */
+} glibc;
+
+static void foreign_resolve(const void *p, const char *call)
+{
+	int st = atomic_load_explicit(&glibc.state, memory_order_acquire);
+	if (unlikely(st == 0)) {
+		int e = errno;
+		glibc.free = (void (*)(void *))dlsym(RTLD_NEXT, "__libc_free");
+		glibc.realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "__libc_realloc");
+		glibc.usable = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+		errno = e;
+		st = glibc.free && glibc.realloc && glibc.usable ? 1 : 2;
+		atomic_store_explicit(&glibc.state, st, memory_order_release);
+	}
+	if (st != 1)
+		pcpm_fatal("%s(): invalid pointer %p", call, p);
+}
+
+void pcpm_foreign_free(void *p, const char *call)
+{
+	foreign_resolve(p, call);
+	glibc.free(p);
+}
+
+void *pcpm_foreign_realloc(void *p, size_t size)
+{
+	foreign_resolve(p, "realloc");
+	return glibc.realloc(p, size);
+}
+
+size_t pcpm_foreign_usable(const void *p, const char *call)
+{
+	foreign_resolve(p, call);
+	return glibc.usable((void *)p);
+}
