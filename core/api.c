@@ -25,7 +25,7 @@ static inline int mode(void)
 static bool start(bool *failed)
 {
 	*failed = false;
-	if (pcpm_nested())
+	if (pcpm_nested() || pcpm_init_reentered())
 		return false;
 	PCPM_INSIDE_BEGIN();
 	if (!pcpm_init()) {

@@ -14,12 +14,15 @@
 #include <unistd.h>
 
 int init_shim_calls;
+int init_shim_failed; /* wrapped calls whose malloc returned NULL */
 /* the record escapes, so the compiler keeps the malloc/free pair */
 void *volatile init_shim_last_record;
 
 static void *tool_prologue(const char *name)
 {
 	char *rec = malloc(4096);
+	if (!rec)
+		init_shim_failed++;
 	if (rec) {
 		memset(rec, 0, 64);
 		strncpy(rec, name, 63);

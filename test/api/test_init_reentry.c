@@ -33,6 +33,8 @@ static int child_main(void)
 	tu_require_pcpmalloc("test_init_reentry (child)");
 	int *calls = (int *)dlsym(RTLD_DEFAULT, "init_shim_calls");
 	CHECKF(calls && *calls > 0, "the shim's wrappers were not called");
+	int *failed = (int *)dlsym(RTLD_DEFAULT, "init_shim_failed");
+	CHECKF(failed && *failed == 0, "%d of the wrappers' mallocs returned NULL", *failed);
 	printf("test_init_reentry: %d wrapped calls served\n", *calls);
 	return 0;
 }
