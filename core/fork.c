@@ -117,7 +117,6 @@ void pcpm_fork_child(void)
 	tcache_fork_child();
 	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
-	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();
 	huge_quar_reset_lock();
 	huge_reset_locks();

@@ -45,7 +45,7 @@ static void print_configuration(void)
 			 pcp_uses_rseq() ? "rseq" : cpu_src[pcpm_cfg.cpu_source == CPU_TID ? 2 : 1]);
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   caches (cpu 0): L2 %zu KiB, LLC %zu KiB shared by %d, slice %zu KiB "
-			 "(provisional; hwloc discovery: %s)\n",
+			 "(provisional; discovery: %s)\n",
 			 cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared, cc->slice_bytes >> 10,
 			 topo[pcpm_cfg.topology]);
 	n = pcpm_bappend(b, len, n,
