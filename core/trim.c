@@ -46,7 +46,7 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	 * size (not those in thread caches), page runs by their pages (what is neither free nor
 	 * a slab's) - not whole slab pages */
 	size_t live, slab_bytes;
-	slab_usage(&live, &slab_bytes);
+	slab_usage(pcpm_nested(), &live, &slab_bytes);
 	size_t in_caches = tcache_cached_bytes();
 	live = live > in_caches ? live - in_caches : 0;
 	size_t pages_used = managed - freeb;
@@ -57,7 +57,7 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	mi->uordblks = used;
 	mi->fordblks = managed - used;
 	size_t hcount, hbytes;
-	huge_live_usage(&hcount, &hbytes); /* a freed mapping in the cache is free */
+	huge_live_usage(pcpm_nested(), &hcount, &hbytes); /* a freed mapping in the cache is free */
 	mi->hblks = hcount;
 	mi->hblkhd = hbytes;
 }
