@@ -105,7 +105,9 @@ struct arena {
 	_Atomic size_t committed; /* bytes committed (readable/writable) from base */
 	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
 	size_t reserved;	  /* bytes reserved (shrinks with pcpm_arena_shrink) */
-	size_t span;		  /* bytes the first reservation and the descriptor array cover */
+	size_t span;		  /* bytes the arena may grow to (its address range, which other
+				   * mappings may take while it is not reserved) */
+	size_t desc_reserved;	  /* bytes of the descriptor array's range reserved so far */
 	int idx;		  /* position in pcpm_arenas */
 	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
 	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed

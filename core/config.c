@@ -71,7 +71,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_DIRTY_MIN_MB", T_INT, I(dirty_min_mb), 16, 0, 1 << 20, NULL,
 	  "free but resident memory always allowed (MiB)" },
 	{ "PCPMALLOC_ARENA_RESERVE_GB", T_INT, I(arena_reserve_gb), 64, 1, 1 << 14, NULL,
-	  "virtual address space reserved per arena (GiB; halved until mmap succeeds)" },
+	  "address range per arena (GiB; halved until mmap succeeds); reserved step by step as the heap grows" },
 	{ "PCPMALLOC_ARENA_CHUNK_MB", T_INT, I(arena_chunk_mb), 64, 4, 1 << 16, NULL,
 	  "zone growth step (MiB; rounded up to a multiple of 4)" },
 	{ "PCPMALLOC_CPU_SOURCE", T_ENUM, I(cpu_source), 0, 0, 2, "rseq|getcpu|tid",
