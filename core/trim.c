@@ -46,7 +46,13 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	 * size (not those in thread caches), page runs by their pages (what is neither free nor
 	 * a slab's) - not whole slab pages */
 	size_t live, slab_bytes;
-	slab_usage(pcpm_nested(), &live, &slab_bytes);
+	/* flagged while cache locks are held: a handler that interrupts a wait for one (in
+	 * libc, where the program counter does not tell) keeps to the no-wait paths */
+	{
+		PCPM_INSIDE_BEGIN();
+		slab_usage(pcpm_nested(), &live, &slab_bytes);
+		PCPM_INSIDE_END();
+	}
 	size_t in_caches = tcache_cached_bytes();
 	live = live > in_caches ? live - in_caches : 0;
 	size_t pages_used = managed - freeb;
@@ -57,7 +63,11 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 	mi->uordblks = used;
 	mi->fordblks = managed - used;
 	size_t hcount, hbytes;
-	huge_live_usage(pcpm_nested(), &hcount, &hbytes); /* a freed mapping in the cache is free */
+	{
+		PCPM_INSIDE_BEGIN();
+		huge_live_usage(pcpm_nested(), &hcount, &hbytes);
+		PCPM_INSIDE_END();
+	} /* a freed mapping in the cache is free */
 	mi->hblks = hcount;
 	mi->hblkhd = hbytes;
 }
