@@ -29,7 +29,7 @@ void *dfl_malloc_nested(size_t n, size_t align)
 	void *p = NULL;
 	if (!pcpm_init_done()) {
 		if (align <= 16)
-			p = pcpm_early_alloc(n);
+			p = pcpm_init_reentered() ? pcpm_early_alloc_reentry(n) : pcpm_early_alloc(n);
 		goto out;
 	}
 	if (n > PTRDIFF_MAX)

@@ -25,7 +25,7 @@ static inline int mode(void)
 static bool start(bool *failed)
 {
 	*failed = false;
-	if (pcpm_nested())
+	if (pcpm_nested() || pcpm_init_reentered())
 		return false;
 	PCPM_INSIDE_BEGIN();
 	if (!pcpm_init()) {
@@ -47,6 +47,14 @@ static PCPM_NOINLINE void *malloc_start(size_t n)
 			return p;
 	}
 	if (!start(&failed)) {
+		/* this thread's own initialisation called back (a preloaded wrapper of a libc
+		 * function it calls): the early area's re-entry room, never a wait for itself */
+		if (!failed && pcpm_init_reentered()) {
+			void *p = pcpm_early_alloc_reentry(n);
+			if (!p)
+				errno = ENOMEM;
+			return p;
+		}
 		/* a handler: the early area only, until another thread has chosen the mode (a
 		 * default block handed out meanwhile would be foreign to a secure or memcheck
 		 * front end) */

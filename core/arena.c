@@ -45,6 +45,15 @@ struct region *pcpm_region_of(const void *p)
 	return atomic_load_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], memory_order_acquire);
 }
 
+bool pcpm_owns(const void *p)
+{
+	if (pcpm_is_early(p))
+		return true;
+	if ((uintptr_t)p - (uintptr_t)pcpm_arena0.base < pcpm_arena0.reserved)
+		return true;
+	return pcpm_region_of(p) != NULL;
+}
+
 /* Installs a new, zeroed leaf for granule g; returns the leaf in place, which is another
  * one when a signal handler installed its own meanwhile (map_leaf_nested; ours then stays
  * unused, 64 KiB of metadata). */
@@ -250,6 +259,13 @@ size_t pcpm_arena_reserve_bytes(void)
 	return want;
 }
 
+/* Bytes of descriptors reserved for an arena of len reserved bytes: those of its pages and
+ * one page more (reserved, never committed: the end of the committed ones faults). */
+static size_t desc_bytes(size_t len)
+{
+	return ALIGN_UP((len >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE) + PAGE_SIZE;
+}
+
 /* Zones grow under their own locks: arena creation is serialised here (index, table). */
 static pcpm_lock_t create_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct arena *arena_create_locked(size_t min_bytes);
@@ -283,8 +299,8 @@ static struct arena *arena_create_locked(size_t min_bytes)
 			continue;
 		}
 		size_t dlen = ALIGN_UP((want >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE);
-		/* secure mode: a PROT_NONE page before the descriptors (the uncommitted rest of
-		 * the reservation guards their end) */
+		/* secure mode: a PROT_NONE page before the descriptors (the reserved, uncommitted
+		 * page past the last committed one guards their end) */
 		size_t dguard = pcpm_cfg.secure ? PAGE_SIZE : 0;
 		char *dres = pcpm_os_reserve(dlen + dguard, PAGE_SIZE);
 		struct page *desc = dres ? (struct page *)(dres + dguard) : NULL;
@@ -296,9 +312,25 @@ static struct arena *arena_create_locked(size_t min_bytes)
 				pcpm_os_unmap(dres, dlen + dguard);
 			break;
 		}
+		/*
+		 * The address range is chosen for the whole span, but only what the first grow
+		 * needs stays reserved: the rest is unmapped again and reserved in place, step by
+		 * step, as the heap grows (pcpm_arena_grow), so that the mapped size (VmSize)
+		 * follows the heap and an RLIMIT_AS lowered later still binds.  Other mappings
+		 * come top-down from the far end of the freed gap; when one took the next step's
+		 * place, the zone starts another arena.  The descriptors likewise.
+		 */
+		size_t keep = min_bytes;
+		size_t dkeep = MIN(dlen, desc_bytes(keep));
+		if (keep < want)
+			pcpm_os_unmap(base + keep, want - keep);
+		if (dkeep < dlen)
+			pcpm_os_unmap((char *)desc + dkeep, dlen - dkeep);
 		a->base = base;
 		a->desc = desc;
-		a->reserved = a->span = want;
+		a->span = want;
+		a->reserved = keep;
+		a->desc_reserved = dkeep;
 		a->idx = n;
 		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
@@ -313,9 +345,11 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		 * in every process; uncommitted addresses are foreign either way. */
 		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
 		errno = e;
-		pcpm_verbose("arena %d: reserved %zu MiB at %p%s (page descriptors: %zu MiB reserved)",
+		pcpm_verbose("arena %d: reserved %zu MiB at %p%s (page descriptors: %zu MiB); "
+			     "%zu MiB mapped now, the rest as the heap grows",
 			     n, want >> 20, (void *)base,
-			     want < asked ? " (less than asked: mmap refused more)" : "", dlen >> 20);
+			     want < asked ? " (less than asked: mmap refused more)" : "", dlen >> 20,
+			     keep >> 20);
 		return a;
 	}
 	errno = e;
@@ -327,10 +361,18 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 {
 	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
 	if (c + len > a->reserved) {
-		/* shrunk before (pcpm_arena_shrink): take back what is needed, if still free */
+		/* the next step of the span (or what pcpm_arena_shrink gave back), in place if
+		 * no other mapping took it: else this arena is full, the zone starts another */
 		if (c + len > a->span || !pcpm_os_reserve_at(a->base + a->reserved, c + len - a->reserved))
 			return NULL;
 		a->reserved = c + len;
+	}
+	size_t dneed = MIN(desc_bytes(c + len),
+			   ALIGN_UP((a->span >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE));
+	if (dneed > a->desc_reserved) {
+		if (!pcpm_os_reserve_at((char *)a->desc + a->desc_reserved, dneed - a->desc_reserved))
+			return NULL;
+		a->desc_reserved = dneed;
 	}
 	struct page *first = a->desc + (c >> PAGE_SHIFT);
 	size_t dlo = (size_t)((char *)first - (char *)a->desc);

@@ -106,7 +106,9 @@ struct arena {
 	_Atomic size_t committed; /* bytes committed (readable/writable) from base */
 	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
 	size_t reserved;	  /* bytes reserved (shrinks with pcpm_arena_shrink) */
-	size_t span;		  /* bytes the first reservation and the descriptor array cover */
+	size_t span;		  /* bytes the arena may grow to (its address range, which other
+				   * mappings may take while it is not reserved) */
+	size_t desc_reserved;	  /* bytes of the descriptor array's range reserved so far */
 	int idx;		  /* position in pcpm_arenas */
 	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
 	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed
@@ -134,6 +136,11 @@ struct region {
 
 /* The region holding p (arena 0 by range, the rest by the radix map), or NULL.  Lock-free. */
 struct region *pcpm_region_of(const void *p);
+/* Is p in memory pcpmalloc manages: the early area, arena 0's reservation, or a granule the
+ * radix map gives to an arena or a huge mapping?  False for anything else: a block of
+ * glibc's own malloc (an RTLD_DEEPBIND plugin's, __libc_malloc's), which goes to glibc's
+ * own function (os.h: pcpm_foreign_*).  Lock-free, never guesses from the bytes near p. */
+bool pcpm_owns(const void *p);
 /*
  * Radix map updates for the granules of [base, base+len).  pcpm_map_reserve allocates the
  * leaves the range needs (false when metadata cannot be mapped: out of memory), after which

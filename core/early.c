@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
+char pcpm_early_area[EARLY_REENTRY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
 static _Atomic uint32_t early_used PCPM_HOT; /* bytes handed out, headers included */
 
 static inline char *early_base(void)
@@ -27,15 +27,29 @@ struct early_hdr {
 #define EARLY_LIVE 0x4c495645u
 #define EARLY_FREE 0x46524545u
 
+static void *early_carve(size_t n, uint32_t limit);
+
 void *pcpm_early_alloc(size_t n)
 {
 	if (n > EARLY_MAX || RUNNING_ON_VALGRIND)
 		return NULL;
+	return early_carve(n, EARLY_BYTES);
+}
+
+void *pcpm_early_alloc_reentry(size_t n)
+{
+	if (n > EARLY_REENTRY_MAX || RUNNING_ON_VALGRIND)
+		return NULL;
+	return early_carve(n, EARLY_REENTRY_BYTES);
+}
+
+static void *early_carve(size_t n, uint32_t limit)
+{
 	uint32_t size = (uint32_t)ALIGN_UP(n ? n : 1, 16);
 	uint32_t need = size + (uint32_t)sizeof(struct early_hdr);
 	uint32_t off = atomic_load_explicit(&early_used, memory_order_relaxed);
 	do {
-		if (off + need > EARLY_BYTES)
+		if (off + need > limit)
 			return NULL;
 	} while (!atomic_compare_exchange_weak_explicit(&early_used, &off, off + need,
 							memory_order_relaxed, memory_order_relaxed));
@@ -55,7 +69,7 @@ static struct early_hdr *early_block(const void *p, const char *call)
 	    off > atomic_load_explicit(&early_used, memory_order_acquire))
 		pcpm_fatal("%s(): invalid pointer %p", call, p);
 	struct early_hdr *h = (struct early_hdr *)p - 1;
-	if (h->check != ((uintptr_t)p ^ EARLY_CHECK) || !h->size || h->size > EARLY_MAX)
+	if (h->check != ((uintptr_t)p ^ EARLY_CHECK) || !h->size || h->size > EARLY_REENTRY_MAX)
 		pcpm_fatal("%s(): invalid pointer %p", call, p);
 	return h;
 }
@@ -77,6 +91,15 @@ void pcpm_early_free(void *p, const char *call)
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &live, EARLY_FREE,
 						     memory_order_acq_rel, memory_order_acquire))
 		pcpm_fatal("%s(): %s %p", call, live == EARLY_FREE ? "double free" : "invalid pointer", p);
+	/* a re-entry block (larger than EARLY_MAX) freed while it is the last one: its space
+	 * comes back, so that wrappers that allocate and free on every call they wrap do not
+	 * fill the area during one initialisation */
+	if (h->size > EARLY_MAX) {
+		uint32_t end = (uint32_t)((char *)p + h->size - early_base());
+		uint32_t start = end - h->size - (uint32_t)sizeof(struct early_hdr);
+		atomic_compare_exchange_strong_explicit(&early_used, &end, start,
+							memory_order_relaxed, memory_order_relaxed);
+	}
 }
 
 size_t pcpm_early_used(void)

@@ -23,14 +23,25 @@
 #include "os.h"
 
 #define EARLY_BYTES (16u << 10)
+/* Room beyond EARLY_BYTES that only allocations re-entering the initialisation may use
+ * (pcpm_early_alloc_reentry): .bss, no page of it touched unless they come. */
+#define EARLY_REENTRY_BYTES (64u << 10)
 #define EARLY_MAX 1024u /* largest request served, bytes */
 
-/* The area: EARLY_BYTES from its first page boundary on, so that a short process's blocks
+/* The area: EARLY_BYTES (EARLY_REENTRY_BYTES for re-entry) from its first page boundary on, so that a short process's blocks
  * share one page (the array is only cache-line aligned: see zone.c on .bss alignment). */
-extern char pcpm_early_area[EARLY_BYTES + PAGE_SIZE] PCPM_HIDDEN;
+extern char pcpm_early_area[EARLY_REENTRY_BYTES + PAGE_SIZE] PCPM_HIDDEN;
 
 /* A block of at least n bytes (n <= EARLY_MAX), or NULL: too large, area full, valgrind. */
 void *pcpm_early_alloc(size_t n);
+/*
+ * The same for an allocation that re-entered the initialisation on the thread running it (a
+ * preloaded wrapper around a libc function the initialisation calls): up to
+ * EARLY_REENTRY_MAX bytes.  Such a block, freed while it is the area's last, gives its
+ * space back (the only early blocks whose space is reused).
+ */
+#define EARLY_REENTRY_MAX (8u << 10)
+void *pcpm_early_alloc_reentry(size_t n);
 
 /* Is p inside the early area (not necessarily a block)? */
 static inline bool pcpm_is_early(const void *p)

@@ -8,6 +8,7 @@
 #include "frontend.h"
 #include "huge_quarantine.h"
 #include "init.h"
+#include "nested.h"
 #include "topology.h"
 #include "vmstat.h"
 
@@ -36,7 +37,15 @@ static void zones_unlock_all(bool reset)
 	}
 }
 
-/* The forking thread holds every lock from prepare to parent/child: "inside" meanwhile. */
+/*
+ * The forking thread holds every lock from prepare to parent/child: "inside" meanwhile, and
+ * on the no-wait paths of a signal handler (pcpm_nested(): trylocks, deferred frees, own
+ * mappings) so that the other fork handlers - prepare handlers that run after this one
+ * (registered before it: a library constructor, .preinit_array), parent and child handlers
+ * that run before it - can allocate and free on this thread without waiting for the locks it
+ * holds itself.  glibc's own malloc serves them the same way: it takes its locks inside
+ * fork, after every prepare handler.
+ */
 static __thread int fork_was_inside;
 /* This fork came from a signal handler that interrupted pcpmalloc (or from a nolock
  * child): prepare took no lock, the child keeps to the no-wait paths (pcpm_nolock_all). */
@@ -66,6 +75,8 @@ void pcpm_fork_prepare(void)
 	huge_quar_lock();
 	pcpm_arena_lock_all();
 	tcache_lock_registry();
+	pcpm_sig_depth++;
+	atomic_signal_fence(memory_order_seq_cst);
 }
 
 void pcpm_fork_parent(void)
@@ -76,6 +87,8 @@ void pcpm_fork_parent(void)
 		fork_nested = false;
 		return;
 	}
+	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_sig_depth--;
 	tcache_unlock_registry();
 	pcpm_arena_unlock_all();
 	huge_quar_unlock();
@@ -106,7 +119,6 @@ void pcpm_fork_child(void)
 	tcache_fork_child();
 	pcpm_random_fork_child();
 	pcpm_vmstat_fork_child();
-	pcpm_topology_fork_child();
 	pcpm_arena_reset_locks();
 	huge_quar_reset_lock();
 	huge_reset_locks();
@@ -119,6 +131,7 @@ void pcpm_fork_child(void)
 		vg_fork_child();
 	pcpm_init_reset_lock();
 	atomic_signal_fence(memory_order_seq_cst);
+	pcpm_sig_depth--;
 	pcpm_inside = fork_was_inside;
 }
 

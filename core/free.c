@@ -77,6 +77,10 @@ void dfl_free_slow(void *p, struct page *pg, const char *call)
 		zone_note_free(); /* the decay worker, asleep, purges the cached mapping */
 		return;
 	}
+	if (!pcpm_owns(p)) { /* glibc's block (RTLD_DEEPBIND plugin, __libc_malloc) */
+		pcpm_foreign_free(p, call);
+		return;
+	}
 	pcpm_bad_pointer(call, p);
 }
 
@@ -130,6 +134,8 @@ size_t dfl_usable_size(const void *p, const char *call)
 	if (pcpm_is_early(p))
 		return pcpm_early_usable(p, call);
 	struct region *r = pcpm_region_of(p);
+	if (!r && !pcpm_owns(p))
+		return pcpm_foreign_usable(p, call);
 	if (!r || r->kind != REGION_HUGE || huge_base(r) != p || huge_state(r) != HUGE_LIVE)
 		pcpm_bad_pointer(call, p);
 	return r->len;

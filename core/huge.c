@@ -608,6 +608,25 @@ void huge_usage(size_t *count, size_t *bytes)
 	*bytes = atomic_load_explicit(&huge_bytes, memory_order_relaxed);
 }
 
+void huge_live_usage(bool nowait, size_t *count, size_t *bytes)
+{
+	size_t n = 0, b = 0;
+	/* a signal handler waits for no lock: the cache then counts as in use */
+	if (nowait ? !pcpm_trylock(&huge_lock) : (pcpm_lock(&huge_lock), false)) {
+		huge_usage(count, bytes);
+		return;
+	}
+	for (unsigned i = 0; i < HUGE_CACHE_SLOTS; i++)
+		if (huge_cache[i]) {
+			n++;
+			b += huge_cache[i]->len;
+		}
+	huge_usage(count, bytes);
+	pcpm_unlock(&huge_lock);
+	*count = *count > n ? *count - n : 0;
+	*bytes = *bytes > b ? *bytes - b : 0;
+}
+
 void huge_stats_add(struct pcpm_stats *s)
 {
 	s->huge_alloc += atomic_load_explicit(&huge_allocs, memory_order_relaxed);

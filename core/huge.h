@@ -72,6 +72,9 @@ void huge_cache_decay(uint64_t now_ms);
 size_t huge_cache_resident(void);
 /* Mappings, live and cached: count and bytes (mallinfo; lock-free: signal handlers). */
 void huge_usage(size_t *count, size_t *bytes);
+/* The same without the freed mappings that sit in the cache (mallinfo: they are free);
+ * nowait (a signal handler): the cache counts in when its lock is taken. */
+void huge_live_usage(bool nowait, size_t *count, size_t *bytes);
 
 /* Statistics: the one interface every layer offers stat.c. */
 struct pcpm_stats;

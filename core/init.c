@@ -14,6 +14,8 @@
 #include "vgmode.h"
 #include "vmstat.h"
 
+#include <errno.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static pcpm_lock_t init_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -43,7 +45,7 @@ static void print_configuration(void)
 			 pcp_uses_rseq() ? "rseq" : cpu_src[pcpm_cfg.cpu_source == CPU_TID ? 2 : 1]);
 	n = pcpm_bappend(b, len, n,
 			 "pcpmalloc:   caches (cpu 0): L2 %zu KiB, LLC %zu KiB shared by %d, slice %zu KiB "
-			 "(provisional; hwloc discovery: %s)\n",
+			 "(provisional; discovery: %s)\n",
 			 cc->l2_bytes >> 10, cc->llc_bytes >> 10, cc->llc_shared, cc->slice_bytes >> 10,
 			 topo[pcpm_cfg.topology]);
 	n = pcpm_bappend(b, len, n,
@@ -72,11 +74,31 @@ static void print_configuration(void)
 	pcpm_write_stderr(b, n);
 }
 
+/* Thread id of the thread running the initialisation (under init_lock), 0 when none. */
+static _Atomic long init_owner;
+
+static long my_tid(void)
+{
+	int e = errno;
+	long t = syscall(SYS_gettid);
+	errno = e;
+	return t;
+}
+
+bool pcpm_init_reentered(void)
+{
+	long o = atomic_load_explicit(&init_owner, memory_order_relaxed);
+	return o && o == my_tid();
+}
+
 bool pcpm_init(void)
 {
 	if (likely(atomic_load_explicit(&init_done, memory_order_acquire)))
 		return true;
+	if (pcpm_init_reentered())
+		return false; /* the caller serves it from the early area (pcpm_init_reentered) */
 	pcpm_lock(&init_lock);
+	atomic_store_explicit(&init_owner, my_tid(), memory_order_relaxed);
 	if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
 		pcpm_config_init();
 		bool secure = pcpm_cfg.secure;
@@ -100,6 +122,7 @@ bool pcpm_init(void)
 		/* the one step that can fail (out of memory): nothing before it needs undoing,
 		 * so a later call simply starts over */
 		if (!pcpm_pcp_init()) {
+			atomic_store_explicit(&init_owner, 0, memory_order_relaxed);
 			pcpm_unlock(&init_lock);
 			return false;
 		}
@@ -128,6 +151,7 @@ bool pcpm_init(void)
 				      memory_order_release);
 		atomic_store_explicit(&init_done, 1, memory_order_release);
 	}
+	atomic_store_explicit(&init_owner, 0, memory_order_relaxed);
 	pcpm_unlock(&init_lock);
 	return true;
 }

@@ -22,6 +22,11 @@ extern _Atomic int pcpm_mode PCPM_HIDDEN;
 /* False when memory for the allocator's own metadata cannot be mapped (the caller fails
  * with ENOMEM; a later call tries again). */
 bool pcpm_init(void);
+/* Is this thread inside pcpm_init() already (a libc function the initialisation calls,
+ * wrapped by a preloaded tool, allocated)?  Then pcpm_init() returns false at once and the
+ * allocation is served from the early area (pcpm_early_alloc_reentry), never waits for the
+ * initialisation this thread itself holds. */
+bool pcpm_init_reentered(void);
 /* Has pcpm_init() completed (acquire)? */
 bool pcpm_init_done(void);
 

@@ -6,6 +6,7 @@
 #include "os.h"
 #include "nested.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -40,11 +41,16 @@ uint64_t pcpm_lock_wait(pcpm_lock_t *l)
 		if (atomic_load_explicit(&l->v, memory_order_relaxed) == 0 && pcpm_trylock(l))
 			goto out;
 	}
+	/* a futex wait that finds the word changed fails with EAGAIN (EINTR for a signal): the
+	 * caller's errno is kept here, once per wait, not on every call's fast path (free and
+	 * successful allocations leave errno alone, as glibc since 2.33 and POSIX) */
+	int saved_errno = errno;
 	int c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
 	while (c != 0) {
 		futex(&l->v, FUTEX_WAIT, 2);
 		c = atomic_exchange_explicit(&l->v, 2, memory_order_acquire);
 	}
+	errno = saved_errno;
 out:;
 	uint64_t dt = pcpm_now_ns() - t0;
 	return dt ? dt : 1;
@@ -52,7 +58,9 @@ out:;
 
 void pcpm_unlock_wake(pcpm_lock_t *l)
 {
+	int saved_errno = errno;
 	futex(&l->v, FUTEX_WAKE, 1);
+	errno = saved_errno;
 }
 
 #ifdef PCPM_FAULT_INJECT
@@ -491,3 +499,49 @@ void pcpm_random_fork_child(void)
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
 int pcpm_nolock_all;
 __thread int pcpm_inside __attribute__((tls_model("initial-exec")));
+
+/* ---- glibc's own allocator, for foreign blocks (os.h) -------------------------------- */
+
+/* glibc's functions, looked up once on the first foreign block: dlsym(RTLD_NEXT) from this
+ * library finds the next definition after it, libc's (preload/ exports __libc_free and
+ * friends itself, so a plain reference would find pcpmalloc's own). */
+static struct {
+	void (*free)(void *);
+	void *(*realloc)(void *, size_t);
+	size_t (*usable)(void *);
+	_Atomic int state; /* 0: not looked up, 1: found, 2: not there */
+} glibc;
+
+static void foreign_resolve(const void *p, const char *call)
+{
+	int st = atomic_load_explicit(&glibc.state, memory_order_acquire);
+	if (unlikely(st == 0)) {
+		int e = errno;
+		glibc.free = (void (*)(void *))dlsym(RTLD_NEXT, "__libc_free");
+		glibc.realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "__libc_realloc");
+		glibc.usable = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+		errno = e;
+		st = glibc.free && glibc.realloc && glibc.usable ? 1 : 2;
+		atomic_store_explicit(&glibc.state, st, memory_order_release);
+	}
+	if (st != 1)
+		pcpm_fatal("%s(): invalid pointer %p", call, p);
+}
+
+void pcpm_foreign_free(void *p, const char *call)
+{
+	foreign_resolve(p, call);
+	glibc.free(p);
+}
+
+void *pcpm_foreign_realloc(void *p, size_t size)
+{
+	foreign_resolve(p, "realloc");
+	return glibc.realloc(p, size);
+}
+
+size_t pcpm_foreign_usable(const void *p, const char *call)
+{
+	foreign_resolve(p, call);
+	return glibc.usable((void *)p);
+}

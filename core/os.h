@@ -165,6 +165,17 @@ static inline uint64_t pcpm_cycles(void)
 void pcpm_cycles_mark(void);
 double pcpm_ns_per_cycle(void);
 
+/*
+ * glibc's own allocator, for blocks that are not pcpmalloc's (arena.h: pcpm_owns): a plugin
+ * loaded with RTLD_DEEPBIND, any code that reaches glibc's malloc directly.  glibc's
+ * __libc_free, __libc_realloc and malloc_usable_size are looked up once with
+ * dlsym(RTLD_NEXT) on the first foreign block (never during initialisation); when they
+ * cannot be found the call aborts as for any invalid pointer.  errno as glibc leaves it.
+ */
+void pcpm_foreign_free(void *p, const char *call);
+void *pcpm_foreign_realloc(void *p, size_t size);
+size_t pcpm_foreign_usable(const void *p, const char *call);
+
 /* getenv() that reads environ directly: usable before libc finished starting up. */
 const char *pcpm_getenv(const char *name);
 

@@ -76,6 +76,8 @@ static void *__realloc(void *p, size_t size)
 		return size <= usable ? p : realloc_move(p, usable, size);
 	}
 	struct region *r = pcpm_region_of(p);
+	if (!r && !pcpm_owns(p)) /* glibc's block stays glibc's */
+		return pcpm_foreign_realloc(p, size);
 	if (!r || r->kind != REGION_HUGE || huge_base(r) != p)
 		pcpm_bad_pointer("realloc", p);
 	if (huge_state(r) == HUGE_CACHED)

@@ -552,6 +552,32 @@ size_t slab_shrink_all(void)
 	return pages;
 }
 
+void slab_usage(bool nowait, size_t *live_bytes, size_t *slab_bytes)
+{
+	size_t live = 0, slabs = 0;
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		struct kmem_cache *s = &pcpm_caches[c];
+		if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE))
+			continue; /* never set up */
+		size_t bytes = (size_t)s->nr_slabs << (s->order + PAGE_SHIFT);
+		/* a signal handler waits for no lock: a cache it cannot lock counts whole */
+		if (nowait ? !pcpm_trylock(&s->lock) : (pcpm_lock(&s->lock), false)) {
+			live += bytes;
+			slabs += bytes;
+			continue;
+		}
+		/* full slabs are on no list: every object of theirs is handed out */
+		uint64_t objs = (s->nr_slabs - s->nr_partial) * s->objects;
+		for (struct list_head *e = s->partial.next; e != &s->partial; e = e->next)
+			objs += ((struct page *)e)->inuse;
+		live += (size_t)objs * s->size;
+		slabs += (size_t)s->nr_slabs << (s->order + PAGE_SHIFT);
+		pcpm_unlock(&s->lock);
+	}
+	*live_bytes = live;
+	*slab_bytes = slabs;
+}
+
 void slab_stats_add(struct pcpm_stats *st)
 {
 	struct lock_sum ls = { 0 };

@@ -178,6 +178,10 @@ bool slab_object_is_free(struct page *head, const void *p);
 /* Frees every empty slab of every cache (malloc_trim). Returns pages given back. */
 size_t slab_shrink_all(void);
 
+/* Bytes of the objects handed out (by their class size; objects in thread caches count as
+ * handed out here) and bytes of the slabs holding them.  Takes each cache's lock in turn
+ * (mallinfo); nowait (a signal handler): trylocks, a cache it cannot lock counts whole. */
+void slab_usage(bool nowait, size_t *live_bytes, size_t *slab_bytes);
 void slab_stats_add(struct pcpm_stats *s);
 void slab_lock_all(void);
 void slab_unlock_all(void);

@@ -121,7 +121,10 @@ size_t pcpm_stats_json(char *buf, size_t len)
 	    s.zone_lock ? 100.0 * (double)s.zone_lock_contended / (double)s.zone_lock : 0.0,
 	    cpu_ns > 0 ? 100.0 * (double)s.zone_lock_wait_ns / cpu_ns : 0.0, cpu_ns);
 	put(&o, ", \"topology\": \"%s\"",
-	    pcpm_topology_state > 0 ? "hwloc" : pcpm_topology_state < 0 ? "failed" : "provisional");
+	    pcpm_topology_state == 2   ? "sysfs"
+	    : pcpm_topology_state > 0 ? "hwloc"
+	    : pcpm_topology_state < 0 ? "failed"
+				      : "provisional");
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		/* the pcp of the CPU's own node's zone */
@@ -214,8 +217,6 @@ void pcpm_stats_dump_at_exit(void)
 {
 	if (pcpm_cfg.stats == STATS_OFF)
 		return;
-	/* a discovery in flight on its helper thread: its sizes, if they come within 1 s */
-	pcpm_topology_wait(1000);
 	int fd = stderr_copy >= 0 && fcntl(stderr_copy, F_GETFD) >= 0 ? stderr_copy : 2;
 	int err_fd = fd; /* (a program may have closed fd 2 by now: coreutils' close_stdout) */
 	if (pcpm_cfg.stats_file) {

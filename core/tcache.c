@@ -503,6 +503,30 @@ nocache:
 	s->free_calls += atomic_load_explicit(&nocache_free, memory_order_relaxed);
 }
 
+size_t tcache_cached_bytes(void)
+{
+	size_t bytes = 0;
+	if (pcpm_nested())
+		return 0; /* a handler: the registry lock may be its own thread's */
+	PCPM_INSIDE_BEGIN();
+	pcpm_lock(&registry_lock);
+	for (struct tcache *tc = registry; tc; tc = tc->next) {
+		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+			/* racy reads of another thread's stacks: a snapshot, as mallinfo is */
+			uint32_t cap = tc->cap[c], a = tc->bins[c].avail, sa = tc->sbins[c].avail;
+			size_t n = 0;
+			if (tc->bins[c].head && a < cap) /* an empty or unset stack holds none */
+				n += cap - a;
+			if (tc->sbins[c].head && sa < cap)
+				n += cap - sa;
+			bytes += n * pcpm_class_size[c];
+		}
+	}
+	pcpm_unlock(&registry_lock);
+	PCPM_INSIDE_END();
+	return bytes;
+}
+
 void tcache_lock_registry(void)
 {
 	pcpm_lock(&registry_lock);

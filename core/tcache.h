@@ -203,6 +203,9 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks);
 void tcache_stats_add(struct pcpm_stats *s);
 void tcache_lock_registry(void);
 void tcache_unlock_registry(void);
+/* Bytes of the free objects on every live thread's stacks (by class size), a racy snapshot
+ * under the registry lock (mallinfo: free memory, not live blocks); 0 in a signal handler. */
+size_t tcache_cached_bytes(void);
 void tcache_fork_child(void);
 
 #endif

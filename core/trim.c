@@ -43,12 +43,32 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi)
 			nfree += z->free_area[o].nr_free;
 	}
 	size_t freeb = MIN((freep + cached) << PAGE_SHIFT, managed);
+	/* in use: bytes of live blocks - slab objects handed to the program by their class
+	 * size (not those in thread caches), page runs by their pages (what is neither free nor
+	 * a slab's) - not whole slab pages */
+	size_t live, slab_bytes;
+	/* flagged while cache locks are held: a handler that interrupts a wait for one (in
+	 * libc, where the program counter does not tell) keeps to the no-wait paths */
+	{
+		PCPM_INSIDE_BEGIN();
+		slab_usage(pcpm_nested(), &live, &slab_bytes);
+		PCPM_INSIDE_END();
+	}
+	size_t in_caches = tcache_cached_bytes();
+	live = live > in_caches ? live - in_caches : 0;
+	size_t pages_used = managed - freeb;
+	size_t runs = pages_used > slab_bytes ? pages_used - slab_bytes : 0;
+	size_t used = MIN(runs + live, managed);
 	mi->arena = managed;
 	mi->ordblks = nfree;
-	mi->fordblks = freeb;
-	mi->uordblks = managed - freeb;
+	mi->uordblks = used;
+	mi->fordblks = managed - used;
 	size_t hcount, hbytes;
-	huge_usage(&hcount, &hbytes);
-	mi->hblks = hcount; /* cached mappings included */
+	{
+		PCPM_INSIDE_BEGIN();
+		huge_live_usage(pcpm_nested(), &hcount, &hbytes);
+		PCPM_INSIDE_END();
+	} /* a freed mapping in the cache is free */
+	mi->hblks = hcount;
 	mi->hblkhd = hbytes;
 }

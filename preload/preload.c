@@ -213,12 +213,47 @@ EXPORT long long pcpmalloc_stat(const char *name)
  * sizing line or warns about a malformed value, and the stats keep their copy of stderr from
  * the start.  pthread_atfork may allocate; that initialises the allocator the normal way.
  */
+/*
+ * glibc's stdio list lock (a recursive lock; public symbols of glibc since 2.2.5, weak so
+ * another libc just skips them).  glibc's fork takes it after the prepare handlers and its
+ * own malloc locks after it; an allocator that took its locks in a prepare handler first
+ * would deadlock against a fflush(NULL) thread (list lock held, waiting for a FILE lock)
+ * and a getline thread (that FILE lock held, waiting in realloc for the allocator).  So the
+ * prepare handler takes the list lock before the allocator's, in glibc's order; the parent
+ * handler releases it; in the child it is reset (glibc resets it itself when the parent had
+ * threads, and the child has only this one).
+ */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+
+static void fork_prepare(void)
+{
+	if (_IO_list_lock)
+		_IO_list_lock();
+	pcpm_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+	pcpm_fork_parent();
+	if (_IO_list_unlock)
+		_IO_list_unlock();
+}
+
+static void fork_child(void)
+{
+	pcpm_fork_child();
+	if (_IO_list_resetlock)
+		_IO_list_resetlock();
+}
+
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
 	const char *v[1];
 	if (pcpm_env_prefixed("PCPMALLOC_", v, 1) && pcpm_init())
 		pcpm_stats_init();
-	pthread_atfork(pcpm_fork_prepare, pcpm_fork_parent, pcpm_fork_child);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 __attribute__((destructor)) static void pcpmalloc_unload(void)

@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -28,8 +27,6 @@ _Atomic unsigned pcpm_topology_gen PCPM_HOT;
 static struct pcpm_cpu_cache provisional PCPM_HOT;
 static struct pcpm_cpu_cache *cpus PCPM_HOT; /* pcpm_nr_cpus entries once init has run */
 static _Atomic int claimed PCPM_HOT;
-/* Lazy discovery runs on a helper thread; 1 while it runs (fork and the exit dump look). */
-static _Atomic int helper_running PCPM_HOT;
 static _Atomic unsigned long nr_refills PCPM_HOT;
 static uint64_t start_ms PCPM_HOT;
 
@@ -220,41 +217,35 @@ static void discover_with(void *h, uint64_t t0)
 	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
 
-static void *discover_thread(void *arg)
+/* Lazy discovery of this machine: sysfs, in the calling thread (see sysfs.c). */
+static void discover_sysfs(void)
 {
-	(void)arg;
-	discover();
-	atomic_store(&helper_running, 0);
-	return NULL;
-}
-
-/*
- * Lazy discovery on a short-lived helper thread, never in the thread that called malloc.
- * dlopen takes the dynamic loader's lock and runs hwloc's constructors (and its libraries'):
- * from inside malloc that would deadlock when the caller holds a lock that another thread,
- * itself inside dlopen with the loader's lock held, is waiting for (or that a constructor
- * needs).  The caller returns at once; the helper may wait for the loader's lock, but nobody
- * waits for the helper, so no cycle can form.  It runs with every signal blocked (the
- * program's handlers never run on it) and exits when done.  When no thread can be started,
- * the provisional sizes stay (one warning under PCPMALLOC_VERBOSE=1).
- */
-static void start_helper(void)
-{
-	pthread_attr_t attr;
-	pthread_t t;
-	sigset_t all, old;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	atomic_store(&helper_running, 1);
-	int r = pthread_create(&t, &attr, discover_thread, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (r != 0) {
-		atomic_store(&helper_running, 0);
-		failed("cannot start the discovery thread", strerror(r));
+	uint64_t t0 = pcpm_now_ns();
+	size_t len = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), PAGE_SIZE);
+	struct pcpm_cpu_cache *tmp = cpus ? pcpm_os_map(len, PAGE_SIZE) : NULL;
+	if (!tmp) {
+		failed("out of memory", NULL);
+		return;
 	}
+	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	const char *why = NULL;
+	int n = pcpm_sysfs_walk(tmp, pcpm_nr_cpus, &why);
+	if (n < 0) {
+		failed(why, NULL);
+		pcpm_os_unmap(tmp, len);
+		return;
+	}
+	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	pcpm_os_unmap(tmp, len);
+	pcpm_topology_state = 2;
+	if (pcpm_cfg.verbose) {
+		const struct pcpm_cpu_cache *c = &cpus[0];
+		pcpm_warn("topology: sysfs gave %d CPUs in %llu us; cpu 0: L2 %zu KiB / %d, LLC %zu "
+			  "KiB / %d (slice %zu KiB)",
+			  n, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
+			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10);
+	}
+	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
 
 void pcpm_topology_discover(void)
@@ -264,37 +255,22 @@ void pcpm_topology_discover(void)
 	int z = 0;
 	if (!atomic_compare_exchange_strong(&claimed, &z, 1))
 		return;
-	/* Not while the dynamic loader is changing the link map (malloc called from ld.so). */
-	if (&_r_debug && _r_debug.r_state != RT_CONSISTENT) {
+	/* hwloc only (a dlopen): not while the dynamic loader is changing the link map (malloc
+	 * called from ld.so) */
+	bool hwloc = pcpm_cfg.topology == TOPOLOGY_NOW || pcpm_cfg.topology_xml ||
+		     pcpm_cfg.topology_synthetic;
+	if (hwloc && &_r_debug && _r_debug.r_state != RT_CONSISTENT) {
 		atomic_store(&claimed, 0);
 		return;
 	}
 	/* From here on the hwloc calls that allocate re-enter malloc, which finds due == 0. */
 	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
 	int e = errno;
-	/* PCPMALLOC_TOPOLOGY=now asked for the sizes before the first allocation returns
-	 * (tests, measurements): discovery runs right here, at the first malloc. */
-	if (pcpm_cfg.topology == TOPOLOGY_NOW)
+	/* PCPMALLOC_TOPOLOGY=now (tests, measurements) or a described machine: hwloc, right
+	 * here; this machine, lazily: sysfs, right here too (no thread either way) */
+	if (hwloc)
 		discover();
 	else
-		start_helper();
+		discover_sysfs();
 	errno = e;
-}
-
-void pcpm_topology_wait(unsigned max_ms)
-{
-	for (unsigned i = 0; i < max_ms && atomic_load(&helper_running); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
-}
-
-void pcpm_topology_fork_child(void)
-{
-	/* the helper does not exist in the child: let the child discover for itself */
-	if (atomic_load(&helper_running)) {
-		atomic_store(&helper_running, 0);
-		atomic_store(&claimed, 0);
-		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
-	}
 }

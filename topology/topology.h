@@ -4,10 +4,11 @@
  *
  * Two sources.  At start, provisional values from sysconf(_SC_LEVEL2_CACHE_SIZE /
  * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
- * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), hwloc is dlopen'ed and
- * the real topology replaces them (pcpm_topology_maybe_discover, from the malloc slow path,
- * with no allocator lock held, which starts a helper thread for it: a dlopen inside the
- * caller's malloc could deadlock on the caller's own locks).  Topology only produces sizes:
+ * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), the kernel's cacheinfo in
+ * sysfs replaces them (pcpm_topology_maybe_discover, from the malloc slow path, with no
+ * allocator lock held; plain system calls, so no thread and no library: an allocator must
+ * start no thread the program did not ask for, and a dlopen inside the caller's malloc could
+ * deadlock on the caller's own locks).  hwloc (dlopen'ed) reads described machines.  Topology only produces sizes:
  * it publishes them by raising pcpm_topology_gen, and the pcp layer pulls them (pageset
  * sizes, one zone per NUMA node) at its next allocation, as the kernel's page allocator does
  * not know who sized it.  PCPMALLOC_TOPOLOGY_XML / _SYNTHETIC load a fake machine.
@@ -37,7 +38,8 @@ struct pcpm_cpu_cache {
  * when the mask cannot be read) and the CPUs this process may run on. */
 extern int pcpm_nr_cpus;
 extern int pcpm_nr_online;
-/* 0 provisional, 1 discovered with hwloc, -1 discovery failed or off. */
+/* 0 provisional, 1 discovered with hwloc (a described machine, PCPMALLOC_TOPOLOGY=now),
+ * 2 read from sysfs (lazy discovery), -1 discovery failed. */
 extern int pcpm_topology_state;
 /* Raised (release) each time new sizes are published; the pcp layer compares it with the
  * generation it last pulled. */
@@ -57,14 +59,11 @@ void pcpm_topology_note_refill(size_t heap_pages);
 /* From the periodic work: marks discovery due when the refills were done early. */
 void pcpm_topology_tick(size_t heap_pages);
 
-/* From the malloc slow path, no lock held: starts hwloc discovery once when it is due, on a
- * helper thread (PCPMALLOC_TOPOLOGY=now: in the calling thread). */
+/* From the malloc slow path, no lock held: discovery once when it is due, in the calling
+ * thread and without starting any: this machine from sysfs (lazy), hwloc for a described
+ * machine or PCPMALLOC_TOPOLOGY=now. */
 extern int pcpm_topology_due;
 void pcpm_topology_discover(void);
-/* Waits up to max_ms for a discovery in flight on the helper thread (exit statistics). */
-void pcpm_topology_wait(unsigned max_ms);
-/* fork child: a discovery the parent's helper had in flight is started again later. */
-void pcpm_topology_fork_child(void);
 static inline void pcpm_topology_maybe_discover(void)
 {
 	if (__builtin_expect(__atomic_load_n(&pcpm_topology_due, __ATOMIC_RELAXED), 0))
@@ -79,6 +78,11 @@ static inline void pcpm_topology_maybe_discover(void)
 struct pcpm_hwloc_fns;
 int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const char *src_synthetic,
 		    struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
+
+/* This machine from sysfs (sysfs.c: cacheinfo and node lists, plain system calls, no
+ * allocation): fills cpus[0..ncpus) that it finds (the others keep their entries), returns
+ * how many, or -1 with *why set. */
+int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
 
 /* CPUs of a fake machine without loading hwloc: product of a synthetic description's
  * arities, or the PU objects of an XML file; 0 when unknown. */

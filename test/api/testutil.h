@@ -31,6 +31,7 @@
 #include <time.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -402,6 +403,69 @@ static inline int tu_lines_starting(const char *text, const char *prefix, const 
 		if (line)
 			line++;
 	}
+	return n;
+}
+
+/* --- A case with a deadline ----------------------------------------------------------------
+ * tu_run_deadline() runs fn in a forked child under alarm(seconds) (SIGALRM at its default
+ * action: a hang kills the child) and returns its waitpid status; fn returning is exit 0.
+ * tu_status_ok() says whether such a status is a clean exit 0 and prints why not. */
+static inline int tu_run_deadline(void (*fn)(void), unsigned seconds)
+{
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL);
+		alarm(seconds);
+		fn();
+		fflush(stdout);
+		_exit(0);
+	}
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	return status;
+}
+
+static inline int tu_status_ok(const char *what, int status)
+{
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 1;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "%s: killed by signal %d%s\n", what, WTERMSIG(status),
+			WTERMSIG(status) == SIGALRM ? " (deadline: a hang)" : "");
+	else
+		fprintf(stderr, "%s: exit status %d\n", what, WEXITSTATUS(status));
+	return 0;
+}
+
+/* Threads of this process: the entries of /proc/self/task (read with getdents64, no
+ * allocation); -1 on error. */
+static inline int tu_nr_tasks(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int n = 0;
+	for (;;) {
+		long got = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (got <= 0) {
+			if (got < 0)
+				n = -1;
+			break;
+		}
+		for (long off = 0; off < got;) {
+			/* struct linux_dirent64: d_ino, d_off, d_reclen (at 16), d_type, d_name (19) */
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			if (buf[off + 19] != '.')
+				n++;
+			off += reclen;
+		}
+	}
+	close(fd);
 	return n;
 }
 

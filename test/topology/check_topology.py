@@ -6,9 +6,10 @@ PCPMALLOC_STATS=json) on fake machines, against per-CPU values worked out by han
 kernel-pcp.md ("pcpmalloc's choices", section 6); the arithmetic is in test_sizing.c and
 repeated in short below.  4 KiB pages; batch 63, high_min 4*63 = 252, flag when
 slice pages > 3*63 = 189.  Then this machine (tool == library), hwloc missing, a bad
-description, lazy discovery (a busy process loads hwloc, a short one does not), and lazy
-discovery started by a malloc whose caller holds a lock that a library constructor, running
-inside another thread's dlopen, waits for (it must not deadlock).
+description, lazy discovery (a busy process reads this machine from sysfs, with the tool's
+sizes, a short one does not), and lazy discovery started by a malloc whose caller holds a lock
+that a library constructor, running inside another thread's dlopen, waits for (it must not
+deadlock: sysfs needs no dlopen, and no thread is started).
 """
 import json, os, subprocess, sys, tempfile
 
@@ -203,22 +204,33 @@ elif st:
 st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "small")
 if st and st["topology"] != "provisional":
     fail("lazy, short process: topology %s" % st["topology"])
-st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy", "PCPMALLOC_HIGH_MAX": "300"}, "busy")
-if st and st["topology"] != "hwloc":
+st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "busy")
+SIZES = ("node", "l2_bytes", "llc_bytes", "slice_bytes", "batch", "high_min", "high_max",
+         "free_high_batch")
+if st and st["topology"] != "sysfs":
     fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
 elif st:
-    print("ok: lazy discovery (short: provisional, busy: hwloc after %d refills, then unloaded)" % st["refills"])
+    got = {c["cpu"]: c for c in st["cpus"]}
+    bad = [i for i, c in live.items() if i in got and any(got[i][f] != c[f] for f in SIZES)]
+    if bad:
+        i = bad[0]
+        fail("lazy (sysfs): cpu %d: library %s, tool (hwloc) %s" %
+             (i, {f: got[i][f] for f in SIZES}, {f: live[i][f] for f in SIZES}))
+    else:
+        print("ok: lazy discovery (short: provisional, busy: sysfs after %d refills, the "
+              "tool's sizes)" % st["refills"])
 # ... and so does one whose heap is 20 KiB blocks (a paged slab class: order-5 slabs taken
 # from the zone, never through a pcp refill; the zone's allocations count too).
 st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "busy-paged")
-if st and st["topology"] != "hwloc":
+if st and st["topology"] != "sysfs":
     fail("lazy, busy process of 20 KiB blocks: topology %s" % st["topology"])
 elif st:
     print("ok: lazy discovery of a heap of 20 KiB blocks (slabs from the zone)")
 
-# Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Run synchronously in
-# the malloc caller, this hangs (the timeout fails it); on the helper thread, the helper is
-# seen waiting while the caller holds the lock, and it finishes once the lock is released.
+# Lazy discovery cannot deadlock: see dlopen_lock() in topo_work.c.  Had it dlopen'ed hwloc
+# in the malloc caller, this would hang (the timeout fails it); sysfs needs no loader lock, so
+# discovery completes while the caller holds the lock, and no helper thread exists (2 threads:
+# main and the one inside dlopen).
 with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "st.json")
     env = dict(os.environ, LD_PRELOAD=lib, PCPMALLOC_STATS="json", PCPMALLOC_STATS_FILE=path,
@@ -229,7 +241,7 @@ with tempfile.TemporaryDirectory() as d:
         st = json.load(open(path)) if p.returncode == 0 else None
         if p.returncode != 0:
             fail("discovery under a held lock: exit %d: %s" % (p.returncode, p.stderr))
-        elif "holding the lock: 3" not in p.stdout or st["topology"] != "hwloc":
+        elif "holding the lock: 2" not in p.stdout or st["topology"] != "sysfs":
             fail("discovery under a held lock: %r, topology %s" % (p.stdout, st["topology"]))
         else:
             print("ok: lazy discovery while the caller holds a lock a constructor needs (no deadlock)")

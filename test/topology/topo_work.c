@@ -115,11 +115,10 @@ static void sleep_ms(long ms)
 /*
  * Thread B is inside dlopen (the loader's lock held), its library's constructor waiting for
  * topo_work_lock; this thread holds topo_work_lock and does allocator work until lazy
- * discovery is due and starts.  Had discovery called dlopen here, this thread would wait for
+ * discovery is due and runs.  Had discovery called dlopen here, this thread would wait for
  * the loader's lock and B for topo_work_lock: a deadlock (the test would hang).  Discovery
- * runs on a helper thread instead: while the lock is still held, that helper exists (it waits
- * for the loader's lock) and this thread carries on; once the lock is released everything
- * completes.  Prints the thread count seen while holding the lock (3: main, B, helper).
+ * reads sysfs with plain system calls instead, in this thread, and starts no thread: prints
+ * the thread count seen while holding the lock (2: main and B).
  */
 static int dlopen_lock(const char *lib)
 {

@@ -42,7 +42,7 @@ LAYERS = [
     ['core/zone.c'],
     ['core/huge.c'],
     ['topology/topology.c'],
-    ['topology/hwtopo.c'],      # the hwloc walk
+    ['topology/hwtopo.c', 'topology/sysfs.c'],  # the hwloc walk; this machine from sysfs
     ['topology/cpuinfo.c', 'topology/sizing.c'],  # cache slices; the kernel's pcp formulas
     ['core/arena.c'],
     ['core/early.c'],

@@ -1,0 +1,86 @@
+/*
+ * test_init_reentry.c - pcpmalloc's initialisation re-entered by the thread that runs it
+ * (issue 15, class 4).
+ *
+ * init_shim.so, preloaded before libpcpmalloc.so, wraps sched_getaffinity, sysconf and
+ * pthread_key_create - libc functions pcpmalloc calls while it initialises - and each wrapper
+ * mallocs 4 KiB and calls dlsym (which mallocs an error string).  Those calls come back into
+ * malloc on the thread that holds the initialisation: they must be served, not wait for it.
+ *
+ * The driver (run without LD_PRELOAD) starts this program again with
+ * LD_PRELOAD="init_shim.so libpcpmalloc.so" under alarm(10) (kept across execve): once with
+ * the allocator started by the first large malloc, once by the library's constructor
+ * (a PCPMALLOC_* variable set).  A hang or a crash is a failure.
+ *
+ * Usage: test_init_reentry SHIM.so LIBPCPMALLOC.so      (driver)
+ *        test_init_reentry --child                    (the program under the shim)
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+
+#include "testutil.h"
+
+extern char **environ;
+
+static int child_main(void)
+{
+	void *big = malloc(100000); /* starts the allocator (too large for the early area) */
+	CHECK(big != NULL);
+	memset(big, 1, 100000);
+	for (int i = 0; i < 1000; i++)
+		free(malloc(16 + (size_t)i * 8));
+	free(big);
+	tu_require_pcpmalloc("test_init_reentry (child)");
+	int *calls = (int *)dlsym(RTLD_DEFAULT, "init_shim_calls");
+	CHECKF(calls && *calls > 0, "the shim's wrappers were not called");
+	int *failed = (int *)dlsym(RTLD_DEFAULT, "init_shim_failed");
+	CHECKF(failed && *failed == 0, "%d of the wrappers' mallocs returned NULL", *failed);
+	printf("test_init_reentry: %d wrapped calls served\n", *calls);
+	return 0;
+}
+
+static bool run(const char *self, const char *shim, const char *lib, const char *extra)
+{
+	char preload[4096];
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s %s", shim, lib);
+	char *env[64];
+	int n = 0;
+	env[n++] = preload;
+	if (extra)
+		env[n++] = (char *)extra;
+	for (char **e = environ; *e && n < 62; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "PCPMALLOC_", 10))
+			env[n++] = *e;
+	env[n] = NULL;
+	fflush(stdout);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		alarm(10); /* survives execve: SIGALRM (default action) ends a hang */
+		char *argv[] = {(char *)self, (char *)"--child", NULL};
+		execve(self, argv, env);
+		_exit(127);
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	char what[256];
+	snprintf(what, sizeof(what), "init re-entered from preloaded wrappers (%s)",
+		 extra ? extra : "allocator started by malloc");
+	return tu_status_ok(what, st);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--child") == 0)
+		return child_main();
+	CHECKF(argc == 3, "usage: %s SHIM.so LIBPCPMALLOC.so", argv[0]);
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	CHECK(n > 0);
+	self[n] = '\0';
+	bool ok = run(self, argv[1], argv[2], NULL);
+	ok &= run(self, argv[1], argv[2], "PCPMALLOC_STATS=0");
+	CHECK(ok);
+	printf("test_init_reentry: ok\n");
+	return 0;
+}
