@@ -70,6 +70,8 @@ static const struct tunable table[] = {
 	  "1: new blocks filled with 0xa5, freed ones with 0x5a (debugging; thread caches off)" },
 	{ "PCPMALLOC_DECAY_THREAD", T_INT, I(decay_thread), 0, 0, 1, NULL,
 	  "1: a background thread runs decay and purge every period, also in idle processes" },
+	{ "PCPMALLOC_LIVE", T_INT, I(live), 0, 0, 1, NULL,
+	  "1: publish the statistics once a second in /dev/shm/pcpmalloc.PID for pcpmalloc top PID (a background thread; removed at exit)" },
 	{ "PCPMALLOC_DIRTY_PCT", T_INT, I(dirty_pct), 100, 0, 1000, NULL,
 	  "free but resident pages kept, in % of the recent peak of pages in use; beyond, the coldest are purged" },
 	{ "PCPMALLOC_DIRTY_MIN_MB", T_INT, I(dirty_min_mb), 16, 0, 1 << 20, NULL,

@@ -43,6 +43,7 @@ struct pcpm_config {
 	int secure;		/* PCPMALLOC_SECURE: hardened mode (secure.h) */
 	int junk;		/* PCPMALLOC_JUNK: junk-filled blocks (junk_mode.c) */
 	int decay_thread;	/* PCPMALLOC_DECAY_THREAD: background decay/purge worker */
+	int live;		/* PCPMALLOC_LIVE: publish the live statistics page (live.h) */
 	int dirty_pct;		/* PCPMALLOC_DIRTY_PCT: dirty free pages allowed, % of pages in use */
 	int dirty_min_mb;	/* PCPMALLOC_DIRTY_MIN_MB: ... but always this many MiB */
 	int arena_reserve_gb;	/* PCPMALLOC_ARENA_RESERVE_GB: VA reserved per arena */

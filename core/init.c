@@ -139,7 +139,7 @@ bool pcpm_init(void)
 		if (secure)
 			pcpm_secure_init(pcpm_link_key);
 		huge_init(pcpm_vg);
-		pcpm_vmstat_wanted = pcpm_cfg.decay_thread;
+		pcpm_vmstat_wanted = pcpm_cfg.decay_thread || pcpm_cfg.live;
 		if (pcpm_cfg.verbose)
 			print_configuration();
 		/* the mode first: whoever sees init_done sees the mode chosen */

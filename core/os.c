@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -395,6 +396,29 @@ int pcpm_possible_cpus(void)
 		max = n > 0 ? (int)n - 1 : 0;
 	}
 	return max + 1;
+}
+
+void *pcpm_os_map_shared_file(const char *path, size_t len)
+{
+	int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = open(path, flags, 0600);
+	if (fd < 0 && errno == EEXIST) {
+		struct stat st;
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+		    unlink(path) == 0)
+			fd = open(path, flags, 0600);
+	}
+	if (fd < 0)
+		return NULL;
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, (off_t)len) == 0)
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int e = errno;
+	if (p == MAP_FAILED)
+		unlink(path);
+	close(fd);
+	errno = e;
+	return p == MAP_FAILED ? NULL : p;
 }
 
 size_t pcpm_rss_bytes(void)

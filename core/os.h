@@ -191,6 +191,14 @@ const char *pcpm_env_find(const char *const *entries, size_t n, const char *name
 /* Number of possible CPUs (from /sys/devices/system/cpu/possible; no malloc). >= 1. */
 int pcpm_possible_cpus(void);
 
+/*
+ * A mapping of a file shared with other processes (the live page, live.h): creates path with
+ * mode 0600 (O_EXCL and O_NOFOLLOW: never another user's file or a symlink; a file of this
+ * user left there by a dead process of the same pid is replaced), sizes it to len bytes
+ * (zero-filled) and maps it read/write, MAP_SHARED.  NULL on failure, errno set.
+ */
+void *pcpm_os_map_shared_file(const char *path, size_t len);
+
 /* Current resident set size in bytes (/proc/self/statm). */
 size_t pcpm_rss_bytes(void);
 

@@ -135,11 +135,15 @@ size_t pcpm_stats_json(char *buf, size_t len)
 		    "\"l2_bytes\": %zu, \"llc_bytes\": %zu, \"slice_bytes\": %zu, "
 		    "\"count\": %d, \"high\": %d, \"batch\": %d, \"high_min\": %d, "
 		    "\"high_max\": %d, \"free_count\": %d, \"alloc_factor\": %d, \"count_min\": %d, "
-		    "\"free_high_batch\": %s}",
+		    "\"free_high_batch\": %s, \"refills\": %llu, \"drains\": %llu, "
+		    "\"free_high_drains\": %llu, \"high_raises\": %llu, \"high_decays\": %llu}",
 		    i ? ", " : "", i, c->package, c->core, c->node, c->l2_bytes, c->llc_bytes,
 		    c->slice_bytes, p->count, p->high, p->batch, p->high_min, p->high_max,
 		    p->free_count, p->alloc_factor, p->count_min,
-		    (p->flags & PCPF_FREE_HIGH_BATCH) ? "true" : "false");
+		    (p->flags & PCPF_FREE_HIGH_BATCH) ? "true" : "false",
+		    (unsigned long long)p->refills, (unsigned long long)p->drains,
+		    (unsigned long long)p->free_high_drains, (unsigned long long)p->high_raises,
+		    (unsigned long long)p->high_decays);
 	}
 	put(&o, "]}\n");
 	if (len)

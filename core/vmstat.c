@@ -47,16 +47,41 @@ void pcpm_periodic(uint64_t now)
 	huge_cache_decay(now);
 }
 
+void (*_Atomic pcpm_vmstat_publish)(void);
+
+/* PCPMALLOC_LIVE: the live page, when its interval has passed (or first); true if live. */
+static bool maybe_publish(uint64_t now, uint64_t *last)
+{
+	if (!pcpm_cfg.live)
+		return false;
+	void (*fn)(void) = atomic_load_explicit(&pcpm_vmstat_publish, memory_order_acquire);
+	/* (the coarse clock ticks every 4 ms: a whole interval may read as 996 ms) */
+	if (fn && (!*last || now - *last + 8 >= PCPM_VMSTAT_PUBLISH_MS)) {
+		fn();
+		*last = now;
+	}
+	return true;
+}
+
 static void *vmstat_worker(void *arg)
 {
 	(void)arg;
+	uint64_t published = 0;
+	maybe_publish(pcpm_now_ms(), &published); /* the page exists from the start on */
 	for (;;) {
 		/* twice a period: each pcp still decays once per period (pcp_periodic checks), the
-		 * zone purge runs every half period (zone_maybe_purge) */
+		 * zone purge runs every half period (zone_maybe_purge); only the live page (no
+		 * decay thread asked for): once per interval */
 		int ms = pcpm_cfg.decay_ms / 2 > 0 ? pcpm_cfg.decay_ms / 2 : 1;
+		if (pcpm_cfg.live && (!pcpm_cfg.decay_thread || ms > PCPM_VMSTAT_PUBLISH_MS))
+			ms = PCPM_VMSTAT_PUBLISH_MS;
 		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
-		pcpm_periodic(pcpm_now_ms());
+		uint64_t now = pcpm_now_ms();
+		if (pcpm_cfg.decay_thread)
+			pcpm_periodic(now);
+		if (maybe_publish(now, &published))
+			continue; /* the page is rewritten every interval: no futex sleep */
 		if (need_update())
 			continue;
 		/* vmstat_shepherd: nothing left; sleep until a free path kicks us */
@@ -92,8 +117,14 @@ void pcpm_vmstat_start(void)
 			if (pcpm_cfg.verbose)
 				pcpm_warn("cannot start the decay thread; decay stays lazy");
 		} else {
-			pthread_setname_np(t, "pcpmalloc-decay");
-			pcpm_verbose("decay thread started: decay and purge every %d ms", pcpm_cfg.decay_ms);
+			pthread_setname_np(t, pcpm_cfg.decay_thread ? "pcpmalloc-decay"
+							      : "pcpmalloc-live");
+			if (pcpm_cfg.decay_thread)
+				pcpm_verbose("decay thread started: decay and purge every %d ms",
+					     pcpm_cfg.decay_ms);
+			if (pcpm_cfg.live)
+				pcpm_verbose("live page: the worker publishes it every %d ms",
+					     PCPM_VMSTAT_PUBLISH_MS);
 		}
 		pthread_attr_destroy(&attr);
 	}

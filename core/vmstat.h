@@ -8,6 +8,9 @@
  * PCPMALLOC_DECAY_THREAD=1 adds a worker thread that does the same every half period, so a
  * process that went idle still gives memory back; while there is nothing to decay or purge
  * it sleeps on a futex until a free path wakes it (zone_note_free).
+ * PCPMALLOC_LIVE=1 starts the same worker to publish the live statistics page once a second
+ * (pcpm_vmstat_publish, set by the layer that owns the page: this file knows nothing of it);
+ * without PCPMALLOC_DECAY_THREAD that is all the worker does.
  * Thread-safety: all functions are thread-safe.
  */
 #ifndef PCPM_VMSTAT_H
@@ -17,6 +20,12 @@
 
 extern int pcpm_vmstat_wanted;	     /* PCPMALLOC_DECAY_THREAD, cleared if the start fails */
 extern _Atomic int pcpm_vmstat_running; /* the worker was started in this process */
+
+/* Interval of the live page (ms): the worker calls pcpm_vmstat_publish this often. */
+#define PCPM_VMSTAT_PUBLISH_MS 1000
+/* Called on the worker thread (no allocator lock held) when PCPMALLOC_LIVE=1: the live
+ * page's publisher (live.c), set before the worker starts by the layer above (preload). */
+extern void (*_Atomic pcpm_vmstat_publish)(void);
 
 /* The periodic work, now (every layer's part; trylocks where a lock is in use). */
 void pcpm_periodic(uint64_t now_ms);

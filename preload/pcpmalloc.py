@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -55,7 +56,6 @@ PT_INTERP = 3
 
 def elf_interp(path):
     """(is_elf, interpreter or None) of an executable: None for a static ELF."""
-    import struct
     try:
         with open(path, 'rb') as f:
             h = f.read(64)
@@ -283,6 +283,215 @@ def cmd_stats(o):
         print_compare(a, na, o.files[0], b, nb, o.files[1])
     return 0
 
+# --- top ---------------------------------------------------------------------------------------
+
+# The live page (core/live.c): a 64-byte header, then the statistics object as
+# PCPMALLOC_STATS=json writes it.  The writer makes seq odd while it rewrites the object.
+LIVE_DIR = '/dev/shm'
+LIVE_MAGIC = b'PCPMLIVE'
+LIVE_HEADER = struct.Struct('<8sIIQQQQII')   # magic version header_size seq len updated_ms
+                                              # interval_ms pid reserved (then capacity u64)
+
+
+def live_path(pid):
+    return os.path.join(LIVE_DIR, f'pcpmalloc.{pid}')
+
+
+def read_live(pid):
+    """One consistent snapshot of the process's live page: (header dict, statistics object),
+    or raises OSError/ValueError."""
+    with open(live_path(pid), 'rb') as f:
+        fd = f.fileno()
+        for _ in range(200):
+            h = os.pread(fd, LIVE_HEADER.size, 0)
+            if len(h) < LIVE_HEADER.size:
+                raise ValueError('short live page')
+            magic, version, hsize, seq, n, updated, interval, ppid, _ = LIVE_HEADER.unpack(h)
+            if magic != LIVE_MAGIC or version != 1:
+                raise ValueError(f'not a pcpmalloc live page (magic {magic!r}, version {version})')
+            if seq == 0 or seq & 1:      # not yet written, or being written
+                time.sleep(0.002)
+                continue
+            text = os.pread(fd, n, hsize)
+            seq2, = struct.unpack('<Q', os.pread(fd, 8, 16))
+            if seq2 != seq or len(text) != n:
+                time.sleep(0.001)
+                continue
+            obj = json.loads(text)
+            return {'pid': ppid, 'seq': seq, 'updated_ms': updated, 'interval_ms': interval}, obj
+    raise ValueError('the live page kept changing while it was read')
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def maps_pcpmalloc(pid):
+    try:
+        with open(f'/proc/{pid}/maps') as f:
+            return 'libpcpmalloc' in f.read()
+    except OSError:
+        return None
+
+
+def why_no_page(pid):
+    if not alive(pid):
+        return f'no process {pid}'
+    m = maps_pcpmalloc(pid)
+    if m is False:
+        return f'process {pid} does not run under pcpmalloc (no libpcpmalloc in its maps)'
+    return (f'process {pid} publishes no live page ({live_path(pid)}): start it with '
+            f'PCPMALLOC_LIVE=1 (pcpmalloc run -e PCPMALLOC_LIVE=1 -- CMD)')
+
+
+# per-CPU counters shown as events since the last refresh
+CPU_EVENTS = ['refills', 'drains', 'free_high_drains', 'high_raises', 'high_decays']
+# summed counters shown as events since the last refresh
+EVENTS = ['malloc_calls', 'free_calls', 'refills', 'drains', 'free_high_drains', 'zone_lock',
+          'zone_lock_contended', 'zone_lock_wait_ns', 'pcp_lock_contended', 'slab_lock',
+          'slab_lock_contended', 'purge_runs', 'purged_bytes', 'zone_grow']
+
+
+def delta(now, before, keys):
+    if before is None:
+        return None
+    return {k: now.get(k, 0) - before.get(k, 0) for k in keys if k in now}
+
+
+def sample(pid, hdr, obj, prev):
+    """The --json form of one refresh: the statistics object (the keys of the exit
+    statistics), the page's header, and the events since the previous refresh."""
+    out = dict(obj)
+    out['live'] = dict(hdr, age_ms=max(0, int(time.time() * 1000) - hdr['updated_ms']))
+    pobj = prev[1] if prev else None
+    out['since_last'] = None
+    if pobj is not None:
+        d = delta(obj, pobj, EVENTS)
+        d['seconds'] = (hdr['updated_ms'] - prev[0]['updated_ms']) / 1000.0
+        pc = {c['cpu']: c for c in pobj.get('cpus', [])}
+        d['cpus'] = [dict(cpu=c['cpu'], **delta(c, pc.get(c['cpu'], {}), CPU_EVENTS))
+                     for c in obj.get('cpus', [])]
+        out['since_last'] = d
+    return out
+
+
+def mib(b):
+    return f'{b / 1048576:.1f} MiB'
+
+
+def render(pid, s):
+    """The text screen of one refresh."""
+    o = []
+    live = s['live']
+    d = s['since_last']
+    secs = d['seconds'] if d and d['seconds'] > 0 else None
+    cmd = ''
+    try:
+        with open(f'/proc/{pid}/comm') as f:
+            cmd = f.read().strip()
+    except OSError:
+        pass
+    o.append(f'pcpmalloc {s.get("version", "?")}  pid {pid} {cmd}  '
+             f'page updated {live["age_ms"] / 1000:.1f} s ago'
+             + (f', {secs:.1f} s since the previous' if secs else ''))
+    o.append(f'RSS {mib(s.get("resident_bytes", 0))}  mapped {mib(s.get("mapped_bytes", 0))}  '
+             f'zone_used_peak {s.get("zone_used_peak", 0)} pages  topology {s.get("topology", "?")}')
+
+    def ev(k):
+        if not d:
+            return '-'
+        v = d.get(k, 0)
+        return f'{v}' + (f' ({v / secs:.0f}/s)' if secs and k.endswith('_calls') else '')
+    o.append(f'malloc {ev("malloc_calls")}  free {ev("free_calls")}  '
+             f'(events since the last refresh; totals: malloc {s.get("malloc_calls", 0)}, '
+             f'free {s.get("free_calls", 0)})')
+    o.append(f'zone lock: {ev("zone_lock_contended")} of {ev("zone_lock")} contended, waited '
+             f'{(d["zone_lock_wait_ns"] / 1e6 if d else 0):.2f} ms; pcp trylock failed '
+             f'{ev("pcp_lock_contended")}; slab lock: {ev("slab_lock_contended")} of '
+             f'{ev("slab_lock")} contended')
+    o.append(f'purge: {ev("purge_runs")} runs, {mib(d["purged_bytes"]) if d else "-"} '
+             f'(total {mib(s.get("purged_bytes", 0))}); zone grew {ev("zone_grow")} times')
+    for z in s.get('zones', []):
+        o.append(f'buddyinfo Node {z.get("node")}, zone Normal ' +
+                 ' '.join(f'{n:5}' for n in z.get('buddyinfo', [])) +
+                 f'   free {z.get("free_pages")} of {z.get("managed_pages")} pages, '
+                 f'{z.get("pcp_pages")} in pcps')
+    cols = ['count', 'high', 'batch', 'high_min', 'high_max', 'free_count']
+    ecols = ['refills', 'drains', 'free_high_drains']
+    o.append(f'{"cpu":>4}' + ''.join(f'{c:>11}' for c in cols) +
+             ''.join(f'{"+" + c:>18}' for c in ecols))
+    dc = {c['cpu']: c for c in d['cpus']} if d else {}
+    for c in s.get('cpus', []):
+        e = dc.get(c['cpu'])
+        o.append(f'{c["cpu"]:>4}' + ''.join(f'{c.get(k, ""):>11}' for k in cols) +
+                 ''.join(f'{(e.get(k, 0) if e else "-"):>18}' for k in ecols))
+    return '\n'.join(o)
+
+
+def cmd_top(o):
+    pid = o.pid
+    path = live_path(pid)
+    if not alive(pid):
+        left = f' ({path} is a page it left behind: it was killed)' if os.path.exists(path) else ''
+        die(f'no process {pid}{left}', 1)
+    deadline = time.monotonic() + o.wait
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline or not alive(pid):
+            die(why_no_page(pid), 1)
+        time.sleep(0.1)
+    prev = None
+    tty = sys.stdout.isatty() and not o.json
+    shown = 0
+    while True:
+        try:
+            hdr, obj = read_live(pid)
+        except FileNotFoundError:
+            if shown:
+                print(f'{PROG}: process {pid} exited', file=sys.stderr)
+                return 0
+            die(why_no_page(pid), 1)
+        except (OSError, ValueError) as e:
+            die(f'{path}: {e}', 1)
+        if hdr['pid'] != pid:
+            die(f'{path} belongs to pid {hdr["pid"]}', 1)
+        if prev is not None and hdr['seq'] == prev[0]['seq']:
+            # not republished yet: wait for the next update (a stale page of a process that
+            # died without removing it is never updated again)
+            if not alive(pid):
+                print(f'{PROG}: process {pid} exited', file=sys.stderr)
+                return 0
+            if time.monotonic() - prev_t > max(5.0, 5 * hdr['interval_ms'] / 1000):
+                die(f'{path} is not updated any more (last {hdr["updated_ms"]})', 1)
+            time.sleep(0.05)
+            continue
+        prev_t = time.monotonic()
+        want_delta = o.once and prev is None and not o.no_wait
+        if want_delta:
+            # --once: events since the last refresh need two pages: wait for the next one
+            prev = (hdr, obj)
+            continue
+        s = sample(pid, hdr, obj, prev)
+        if o.json:
+            print(json.dumps(s))
+        else:
+            if tty:
+                sys.stdout.write('\033[H\033[J')
+            print(render(pid, s))
+            if not tty:
+                print()
+        sys.stdout.flush()
+        shown += 1
+        if o.once or (o.count and shown >= o.count):
+            return 0
+        prev = (hdr, obj)
+        time.sleep(o.delay)
+
 
 # --- main --------------------------------------------------------------------------------------
 
@@ -335,6 +544,28 @@ def main():
                                    'two counter by counter.')
     s.add_argument('files', nargs='+', metavar='FILE.json')
 
+    t = sub.add_parser('top', help='live per-CPU view of a running process',
+                       description='A live view of a process running under pcpmalloc with '
+                                   'PCPMALLOC_LIVE=1: per CPU count, high, batch, high_min, '
+                                   'high_max and the refills, drains and free_high drains since '
+                                   'the last refresh; buddyinfo, lock contention, RSS, purge.  '
+                                   'Reads the page the library publishes in /dev/shm; never '
+                                   'stops or traces the process.')
+    t.add_argument('pid', type=int, metavar='PID')
+    t.add_argument('--once', action='store_true',
+                   help='one refresh and exit (it waits for the next update of the page, '
+                        'for the events since the previous one)')
+    t.add_argument('--json', action='store_true',
+                   help='one JSON object per refresh: the statistics object (the keys of '
+                        'PCPMALLOC_STATS=json), "live" (the page) and "since_last" (events)')
+    t.add_argument('-d', '--delay', type=float, default=1.0, metavar='SECONDS',
+                   help='seconds between refreshes (1)')
+    t.add_argument('-n', '--count', type=int, default=0, metavar='N', help='stop after N refreshes')
+    t.add_argument('--no-wait', action='store_true',
+                   help='with --once: print the current page at once, no events')
+    t.add_argument('--wait', type=float, default=3.0, metavar='SECONDS',
+                   help='how long to wait for a starting process to publish its page (3)')
+
     o = ap.parse_args()
     if o.cmd is None:
         ap.print_help(sys.stderr)
@@ -345,6 +576,8 @@ def main():
         return cmd_run(o)
     if o.cmd == 'stats':
         return cmd_stats(o)
+    if o.cmd == 'top':
+        return cmd_top(o)
     return 2
 
 

@@ -6,8 +6,11 @@
  */
 #define _GNU_SOURCE
 #include "alloc.h"
+#include "config.h"
 #include "pcpmalloc.h"
+#include "live.h"
 #include "stat.h"
+#include "vmstat.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -212,6 +215,8 @@ EXPORT long long pcpmalloc_stat(const char *name)
  * does it start here, so that such a process too reports its statistics, prints the verbose
  * sizing line or warns about a malformed value, and the stats keep their copy of stderr from
  * the start.  pthread_atfork may allocate; that initialises the allocator the normal way.
+ * With PCPMALLOC_LIVE=1 the background worker starts here too, and publishes the live page
+ * (live.h) from the start; the page goes at exit.
  */
 /*
  * glibc's stdio list lock (a recursive lock; public symbols of glibc since 2.2.5, weak so
@@ -251,12 +256,17 @@ static void fork_child(void)
 __attribute__((constructor)) static void pcpmalloc_load(void)
 {
 	const char *v[1];
-	if (pcpm_env_prefixed("PCPMALLOC_", v, 1) && pcpm_init())
+	atomic_store_explicit(&pcpm_vmstat_publish, pcpm_live_publish, memory_order_release);
+	if (pcpm_env_prefixed("PCPMALLOC_", v, 1) && pcpm_init()) {
 		pcpm_stats_init();
+		if (pcpm_cfg.live)
+			pcpm_vmstat_maybe_start();
+	}
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 __attribute__((destructor)) static void pcpmalloc_unload(void)
 {
+	pcpm_live_exit();
 	pcpm_stats_dump_at_exit();
 }

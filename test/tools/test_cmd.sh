@@ -5,8 +5,12 @@
 #          back, child processes keep the library, and a program the library cannot be loaded
 #          into (statically linked, a broken library) runs with a warning saying so;
 #   stats  a PCPMALLOC_STATS=json file as the table, two files compared counter by counter,
-#          unreadable files refused with one line.
-# Usage: test_cmd.sh help|run|stats BUILDDIR
+#          unreadable files refused with one line;
+#   top    `pcpmalloc top --once --json PID` on a running wl-churn (PCPMALLOC_LIVE=1) gives
+#          the per-CPU pcp values and counters that the process's exit statistics hold, and
+#          the events since the previous refresh; the text view; the page removed at exit;
+#          a process without the page and a dead pid refused with the reason.
+# Usage: test_cmd.sh help|run|stats|top BUILDDIR
 mode=$1 build=$(realpath "$2")
 . "$(dirname "$0")/toolslib.sh"
 pcpm=$build/preload/pcpmalloc
@@ -153,8 +157,115 @@ PY
 		fi
 	done
 	;;
+top)
+	churn=$build/bench/wl-churn
+	# about 6 s of churn on two threads, whatever this machine's speed
+	t0=$(date +%s%N)
+	LD_PRELOAD=$lib "$churn" -n 1000000 >/dev/null
+	t1=$(date +%s%N)
+	n=$(( 1000000 * 6000 / ( (t1 - t0) / 1000000 + 1 ) ))
+	"$pcpm" run -e PCPMALLOC_LIVE=1 --stats=json -e "PCPMALLOC_STATS_FILE=$tmp/exit.json" -- \
+		"$churn" -n $n >"$tmp/churn.out" 2>"$tmp/churn.err" &
+	pid=$!   # (pcpmalloc run execs the program: same pid)
+	"$pcpm" top --once --json "$pid" >"$tmp/top.json" 2>"$tmp/top.err"
+	rc=$?
+	"$pcpm" top --once "$pid" >"$tmp/top.txt" 2>&1
+	rc2=$?
+	page=/dev/shm/pcpmalloc.$pid
+	[ -e "$page" ] && ok "the live page $page exists while wl-churn runs" || fail "no $page while wl-churn runs"
+	alive_after=0
+	kill -0 "$pid" 2>/dev/null && alive_after=1
+	wait "$pid"
+	wrc=$?
+	[ $wrc = 0 ] || { fail "wl-churn under pcpmalloc run: exit $wrc"; cat "$tmp/churn.err"; }
+	[ $alive_after = 1 ] || fail "wl-churn finished before top had read it (n=$n): the check proves nothing"
+	[ $rc = 0 ] || { fail "top --once --json: exit $rc"; cat "$tmp/top.err"; }
+	[ -e "$page" ] && fail "$page left behind after exit" || ok "the page is removed at exit"
+	"$py" - "$tmp/top.json" "$tmp/exit.json" "$pid" <<'PY' >"$tmp/top.chk" 2>&1 && ok "top --once --json: $(cat "$tmp/top.chk")" || fail "top --once --json: $(cat "$tmp/top.chk")"
+import json, sys
+top = json.loads(open(sys.argv[1]).read().splitlines()[0])
+ex = json.load(open(sys.argv[2]))
+pid = int(sys.argv[3])
+errs = []
+if top.get('pid') != pid or top['live']['pid'] != pid:
+    errs.append(f'pid {top.get("pid")} / {top["live"]["pid"]}, want {pid}')
+# the same kind of values as the exit statistics: every key, every per-CPU key
+miss = sorted(set(ex) - set(top))
+if miss:
+    errs.append(f'keys of the exit statistics missing: {miss}')
+if len(top['cpus']) != len(ex['cpus']) or not top['cpus']:
+    errs.append(f'{len(top["cpus"])} CPUs, the exit statistics {len(ex["cpus"])}')
+for c, e in zip(top['cpus'], ex['cpus']):
+    if set(c) != set(e):
+        errs.append(f'cpu {c["cpu"]} keys {sorted(set(c) ^ set(e))} differ')
+        break
+need = ['count', 'high', 'batch', 'high_min', 'high_max', 'free_count', 'drains',
+        'free_high_drains', 'refills']
+for k in need:
+    if any(not isinstance(c.get(k), int) for c in top['cpus']):
+        errs.append(f'cpus[].{k} not a number')
+c0 = top['cpus'][0]
+if not (1 <= c0['batch'] and c0['high_min'] <= c0['high'] <= c0['high_max']):
+    errs.append(f'cpu 0: batch {c0["batch"]}, high {c0["high"]} not in '
+                f'[{c0["high_min"]}, {c0["high_max"]}]')
+# a running churn: calls counted, fewer than at exit
+if not 0 < top['malloc_calls'] <= ex['malloc_calls']:
+    errs.append(f'malloc_calls {top["malloc_calls"]} (exit: {ex["malloc_calls"]})')
+d = top.get('since_last')
+if not d or d['malloc_calls'] <= 0 or len(d['cpus']) != len(top['cpus']):
+    errs.append(f'since_last: {d}')
+elif any(set(x) != {'cpu', 'refills', 'drains', 'free_high_drains', 'high_raises',
+                    'high_decays'} for x in d['cpus']):
+    errs.append(f'since_last.cpus: {d["cpus"][0]}')
+if not isinstance(top.get('zones'), list) or not top['zones'][0]['buddyinfo']:
+    errs.append('no zone buddyinfo')
+if errs:
+    sys.exit('; '.join(errs))
+print(f'{len(top["cpus"])} CPUs (cpu 0: count {c0["count"]} high {c0["high"]} batch '
+      f'{c0["batch"]}), malloc_calls {top["malloc_calls"]} of {ex["malloc_calls"]} at exit, '
+      f'{d["malloc_calls"]} in the last {d["seconds"]:.1f} s; the keys of the exit statistics')
+PY
+	[ $rc2 = 0 ] && has "$tmp/top.txt" "^pcpmalloc .* pid $pid wl-churn" "top header" &&
+		has "$tmp/top.txt" "^ +cpu +count +high +batch +high_min +high_max" "top per-CPU table" &&
+		has "$tmp/top.txt" "^ +0( +[0-9]+){9}\$" "top cpu 0 row" &&
+		has "$tmp/top.txt" "^buddyinfo Node 0, zone Normal" "top buddyinfo" &&
+		has "$tmp/top.txt" "^zone lock: [0-9]+ of [0-9]+ contended" "top lock line" && ok "top --once: the text view"
+	# refusals: a pcpmalloc process without the page, a process not on pcpmalloc, no process
+	"$pcpm" run -- sleep 5 &
+	spid=$!
+	sleep 0.5
+	"$pcpm" top --once --wait 0 "$spid" >"$tmp/nolive.out" 2>&1
+	rc=$?
+	[ $rc = 1 ] && has "$tmp/nolive.out" "publishes no live page.*PCPMALLOC_LIVE=1" "no page" &&
+		ok "a process without PCPMALLOC_LIVE: $(cat "$tmp/nolive.out")" || fail "no page: exit $rc"
+	kill "$spid"
+	wait "$spid" 2>/dev/null
+	sleep 5 &
+	gpid=$!
+	"$pcpm" top --once --wait 0 "$gpid" >"$tmp/glibc.out" 2>&1
+	rc=$?
+	kill "$gpid"
+	wait "$gpid" 2>/dev/null
+	[ $rc = 1 ] && has "$tmp/glibc.out" "does not run under pcpmalloc" "glibc process" &&
+		ok "a process not on pcpmalloc: refused" || fail "a process not on pcpmalloc: exit $rc"
+	"$pcpm" top --once "$gpid" >"$tmp/dead.out" 2>&1
+	rc=$?
+	[ $rc = 1 ] && has "$tmp/dead.out" "no process $gpid" "dead pid" && ok "a dead pid: refused" ||
+		fail "a dead pid: exit $rc"
+	# a page left behind by a killed process: the process is gone, said so
+	"$pcpm" run -e PCPMALLOC_LIVE=1 -- sleep 30 &
+	kpid=$!
+	for _ in $(seq 50); do [ -e "/dev/shm/pcpmalloc.$kpid" ] && break; sleep 0.1; done
+	kill -9 "$kpid"
+	wait "$kpid" 2>/dev/null
+	"$pcpm" top --once "$kpid" >"$tmp/killed.out" 2>&1
+	rc=$?
+	[ $rc = 1 ] && has "$tmp/killed.out" "no process $kpid \\(/dev/shm/pcpmalloc.$kpid is a page it left behind" \
+		"killed process" && ok "a killed process's page: $(cat "$tmp/killed.out")" || fail "killed process: exit $rc"
+	rm -f "/dev/shm/pcpmalloc.$kpid"
+	;;
 *)
-	echo "usage: $0 help|run|stats BUILDDIR" >&2
+	echo "usage: $0 help|run|stats|top BUILDDIR" >&2
 	exit 2
 	;;
 esac

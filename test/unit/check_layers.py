@@ -21,6 +21,7 @@ import sys
 # Top to bottom.  Files on one line form a level: they may not use each other either.
 LAYERS = [
     ['preload/preload.c', 'preload/cxx.c', 'preload/signal.c'],  # the exported API
+    ['core/live.c'],            # the live page: publishes the statistics report
     ['core/stat.c'],            # the statistics report: pulls every layer's counters
     ['core/fork.c'],            # pthread_atfork: every layer's locks
     ['core/api.c'],             # the one choice of mode per call
