@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""plot_suite.py SUITE.json OUT.(svg|png) - the README's suite plot from the A/B harness output.
+"""plot_suite.py SUITE.json OUT.(svg|png) - bench/README.md's suite plot from the A/B harness output.
 
 SUITE.json is what `pcpmalloc-ab --suite --json FILE` writes (bench/targets.sh leaves it as
 OUTDIR/suite.json).  Two panels, one group of bars per workload plus the geometric mean:

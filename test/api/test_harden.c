@@ -1,7 +1,8 @@
 /*
  * test_harden.c - what pcpmalloc catches, per class of heap bug and per place a freed block
  * can be, in the default mode and under PCPMALLOC_SECURE=1 (meson runs this program once in
- * each mode: test_harden and test_harden_secure).  Each case is the README table's cell:
+ * each mode: test_harden and test_harden_secure).  Each case is the cell of the table in
+ * core/README.md:
  *
  *   caught     - the child dies by SIGABRT with exactly one line starting "pcpmalloc: ", the
  *                expected prefix, naming the pointer the child reported;
