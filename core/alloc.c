@@ -145,13 +145,8 @@ void *dfl_calloc_clear(void *p, size_t n)
 	return p;
 }
 
-void *dfl_calloc(size_t nmemb, size_t size)
+void *dfl_calloc(size_t n)
 {
-	size_t n;
-	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	void *p = dfl_malloc(n);
 	if (unlikely(!p))
 		return NULL;

@@ -42,9 +42,11 @@ void pcpm_double_free(const char *call, const void *p) __attribute__((noreturn, 
 void pcpm_bad_page_pointer(const char *call, const void *p, struct page *pg)
 	__attribute__((noreturn, cold));
 
-void *dfl_calloc(size_t nmemb, size_t size);
+/* calloc of n bytes (api.c checked nmemb * size for overflow). */
+void *dfl_calloc(size_t n);
 /* Zeroes the first n bytes of the fresh block p where they may not read as zero. */
 void *dfl_calloc_clear(void *p, size_t n);
+/* p != NULL, 0 < size <= PTRDIFF_MAX (api.c handles the other cases for every mode). */
 void *dfl_realloc(void *p, size_t size);
 /* align: a power of two >= 16. */
 void *dfl_aligned_alloc(size_t align, size_t size);

@@ -154,35 +154,31 @@ void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 
 void *pcpm_calloc(size_t nmemb, size_t size)
 {
-	switch (mode()) {
-	case PCPM_MODE_DEFAULT:
-		return dfl_calloc(nmemb, size);
-	case PCPM_MODE_SECURE:
-		return secure_calloc(nmemb, size);
-	case PCPM_MODE_MEMCHECK:
-		return vg_calloc(nmemb, size);
-	case PCPM_MODE_JUNK:
-		return dfl_calloc(nmemb, size); /* zeroes, no junk */
-	}
-	size_t n;
+	size_t n; /* the overflow check common to every mode */
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
 		errno = ENOMEM;
 		return NULL;
+	}
+	switch (mode()) {
+	case PCPM_MODE_DEFAULT:
+		return dfl_calloc(n);
+	case PCPM_MODE_SECURE:
+		return secure_calloc(n);
+	case PCPM_MODE_MEMCHECK:
+		return vg_calloc(n);
+	case PCPM_MODE_JUNK:
+		return dfl_calloc(n); /* zeroes, no junk */
 	}
 	void *p = pcpm_malloc(n); /* the start-up path: early area, or the start */
 	if (!p || mode() == PCPM_MODE_START)
 		return p ? dfl_calloc_clear(p, n) : NULL;
 	/* this call started the allocator: its block again, from the mode now chosen */
 	pcpm_free_call(p, "calloc");
-	return pcpm_calloc(nmemb, size);
+	return pcpm_calloc(n, 1);
 }
 
 static PCPM_NOINLINE void *realloc_start(void *p, size_t size)
 {
-	if (!p)
-		return pcpm_malloc(size);
-	if (size == 0)
-		return dfl_realloc(p, size);
 	/* an early block: nothing else exists (pcpm_malloc and the early free never wait, so
 	 * a handler takes this path too) */
 	size_t usable = dfl_usable_size(p, "realloc");
@@ -198,6 +194,18 @@ static PCPM_NOINLINE void *realloc_start(void *p, size_t size)
 
 void *pcpm_realloc(void *p, size_t size)
 {
+	/* the cases common to every mode (glibc's): realloc(NULL, n) is malloc, realloc(p, 0)
+	 * frees p and returns NULL; the front ends see p != NULL, 0 < size <= PTRDIFF_MAX */
+	if (!p)
+		return pcpm_malloc(size);
+	if (size == 0) {
+		pcpm_free_call(p, "realloc");
+		return NULL;
+	}
+	if (unlikely(size > PTRDIFF_MAX)) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	switch (mode()) {
 	case PCPM_MODE_DEFAULT:
 		return dfl_realloc(p, size);

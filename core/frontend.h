@@ -17,7 +17,8 @@ void secure_free_generic(void *p, const char *call);
 void secure_free_sized(void *p, size_t size, const char *call);
 void secure_free_small(void *p, unsigned cls);
 void secure_free_slab_checked(void *p, struct page *head, const char *call);
-void *secure_calloc(size_t nmemb, size_t size);
+void *secure_calloc(size_t n); /* calloc of n bytes: api.c checked the product */
+/* realloc: p != NULL, 0 < size <= PTRDIFF_MAX (api.c handles the other cases for all modes) */
 void *secure_realloc(void *p, size_t size);
 void *secure_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
 size_t secure_usable_size(const void *p);
@@ -36,7 +37,7 @@ void *junk_aligned_alloc(size_t align, size_t size); /* align: power of two >= 1
 
 void *vg_malloc(size_t n);
 void vg_free_generic(void *p, const char *call);
-void *vg_calloc(size_t nmemb, size_t size);
+void *vg_calloc(size_t n);
 void *vg_realloc(void *p, size_t size);
 void *vg_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
 size_t vg_usable_size(const void *p);

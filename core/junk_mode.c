@@ -64,12 +64,6 @@ void junk_free_generic(void *p, const char *call)
 
 void *junk_realloc(void *p, size_t size)
 {
-	if (!p)
-		return junk_malloc(size);
-	if (size == 0) {
-		junk_free_generic(p, "realloc");
-		return NULL;
-	}
 	size_t old = dfl_usable_size(p, "realloc");
 	if (size <= old)
 		return dfl_realloc(p, size); /* in place or smaller */

@@ -21,18 +21,9 @@ static void *realloc_move(void *p, size_t old_usable, size_t size)
 	return q;
 }
 
+/* p != NULL, 0 < size <= PTRDIFF_MAX (api.c's pcpm_realloc checked) */
 static void *__realloc(void *p, size_t size)
 {
-	if (!p)
-		return dfl_malloc(size);
-	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
-		dfl_free(p, "realloc");
-		return NULL;
-	}
-	if (unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	struct page *pg = pcpm_page_of(p);
 	if (unlikely(pcpm_nested())) {
 		/* a signal handler: every realloc moves, with the checks of malloc and free */

@@ -316,14 +316,9 @@ void *secure_malloc(size_t n)
 
 /* Every block secure mode hands out is zeroed (small: checked zero; runs and mappings:
  * cleared when reused), so calloc clears nothing. */
-void *secure_calloc(size_t nmemb, size_t size)
+void *secure_calloc(size_t n)
 {
-	size_t n;
-	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return secure_malloc(n);
+	return secure_malloc(n); /* zeroed on free, checked zero at malloc */
 }
 
 /* ---- aligned --------------------------------------------------------------------------- */
@@ -474,16 +469,6 @@ static void *__realloc(char *p, size_t size)
 
 void *secure_realloc(void *p, size_t size)
 {
-	if (!p)
-		return secure_malloc(size);
-	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
-		secure_free_generic(p, "realloc");
-		return NULL;
-	}
-	if (unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	PCPM_INSIDE_BEGIN();
 	void *q = __realloc(p, size);
 	PCPM_INSIDE_END();

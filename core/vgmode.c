@@ -224,13 +224,8 @@ void *vg_aligned_alloc(size_t align, size_t size)
 	return p;
 }
 
-void *vg_calloc(size_t nmemb, size_t size)
+void *vg_calloc(size_t n)
 {
-	size_t n;
-	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	void *p = vg_malloc(n);
 	if (unlikely(!p))
 		return NULL;
@@ -273,16 +268,6 @@ static void *__vg_realloc(void *p, size_t size)
 
 void *vg_realloc(void *p, size_t size)
 {
-	if (!p)
-		return vg_malloc(size);
-	if (size == 0) { /* glibc: realloc(p, 0) frees p and returns NULL */
-		vg_free_generic(p, "realloc");
-		return NULL;
-	}
-	if (unlikely(size > PTRDIFF_MAX)) {
-		errno = ENOMEM;
-		return NULL;
-	}
 	PCPM_INSIDE_BEGIN();
 	void *q = __vg_realloc(p, size);
 	PCPM_INSIDE_END();
