@@ -204,8 +204,7 @@ void pcpm_config_init(void)
 		for (size_t i = 0; i < NTUNABLES && !known; i++)
 			known = strlen(table[i].name) == len && strncmp(table[i].name, mine[k], len) == 0;
 		if (!known)
-			pcpm_warn("ignoring %.*s: no such variable (build/core/pcpmalloc-tunables lists "
-				  "them)", (int)len, mine[k]);
+			pcpm_warn("ignoring %.*s: no such variable (man pcpmalloc lists them)", (int)len, mine[k]);
 	}
 	/* the documented rounding of the growth step */
 	pcpm_cfg.arena_chunk_mb = (int)ALIGN_UP(pcpm_cfg.arena_chunk_mb, 4);

@@ -9,6 +9,8 @@
 
 char pcpm_early_area[EARLY_REENTRY_BYTES + PAGE_SIZE] __attribute__((aligned(64)));
 static _Atomic uint32_t early_used PCPM_HOT; /* bytes handed out, headers included */
+/* blocks handed out and freed: the early calls in the statistics' malloc/free counts */
+static _Atomic uint32_t early_allocs, early_frees;
 
 static inline char *early_base(void)
 {
@@ -58,6 +60,7 @@ static void *early_carve(size_t n, uint32_t limit)
 	h->check = (uintptr_t)p ^ EARLY_CHECK;
 	h->size = size;
 	atomic_store_explicit(&h->state, EARLY_LIVE, memory_order_release);
+	atomic_fetch_add_explicit(&early_allocs, 1, memory_order_relaxed);
 	return p;
 }
 
@@ -91,6 +94,7 @@ void pcpm_early_free(void *p, const char *call)
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &live, EARLY_FREE,
 						     memory_order_acq_rel, memory_order_acquire))
 		pcpm_fatal("%s(): %s %p", call, live == EARLY_FREE ? "double free" : "invalid pointer", p);
+	atomic_fetch_add_explicit(&early_frees, 1, memory_order_relaxed);
 	/* a re-entry block (larger than EARLY_MAX) freed while it is the last one: its space
 	 * comes back, so that wrappers that allocate and free on every call they wrap do not
 	 * fill the area during one initialisation */
@@ -100,6 +104,12 @@ void pcpm_early_free(void *p, const char *call)
 		atomic_compare_exchange_strong_explicit(&early_used, &end, start,
 							memory_order_relaxed, memory_order_relaxed);
 	}
+}
+
+void pcpm_early_calls(uint64_t *allocs, uint64_t *frees)
+{
+	*allocs = atomic_load_explicit(&early_allocs, memory_order_relaxed);
+	*frees = atomic_load_explicit(&early_frees, memory_order_relaxed);
 }
 
 size_t pcpm_early_used(void)

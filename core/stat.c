@@ -30,6 +30,10 @@ void pcpm_stats_read(struct pcpm_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->early_bytes = pcpm_early_used();
+	uint64_t ea, ef;
+	pcpm_early_calls(&ea, &ef); /* calls served before the allocator started count too */
+	s->malloc_calls += ea;
+	s->free_calls += ef;
 	if (!pcpm_pcp)
 		return;
 	for (size_t i = 0; i < sizeof(layer_stats) / sizeof(layer_stats[0]); i++)

@@ -67,6 +67,24 @@ static void case_basic(void)
 	CHECKF(eb >= 32 + 208 + 112 && eb <= 16384, "early_bytes %lld", eb);
 }
 
+/* Calls the early area served count in malloc_calls / free_calls (they were left out): ten
+ * early blocks, then the statistics (whose first read starts the allocator proper). */
+static void case_counted(void)
+{
+	void *v[10];
+	for (int i = 0; i < 10; i++) {
+		v[i] = malloc(40);
+		CHECK(v[i] && in_lib(v[i]));
+	}
+	for (int i = 0; i < 10; i++)
+		free(v[i]);
+	long long (*stat)(const char *) =
+		(long long (*)(const char *))dlsym(RTLD_DEFAULT, "pcpmalloc_stat");
+	CHECK(stat != NULL);
+	long long m = stat("malloc_calls"), f = stat("free_calls");
+	CHECKF(m >= 10 && f >= 10, "malloc_calls %lld, free_calls %lld after 10 early blocks", m, f);
+}
+
 static void case_fill(void)
 {
 	enum { MAX = 2048 };
@@ -200,6 +218,7 @@ static const struct {
 } cases[] = {
 	{"basic", case_basic, NULL, NULL},
 	{"fill", case_fill, NULL, NULL},
+	{"counted", case_counted, NULL, NULL},
 	{"threads", case_threads, NULL, NULL},
 	{"double", case_double, "pcpmalloc: free(): double free ", NULL},
 	{"realloc_freed", case_realloc_freed, "pcpmalloc: realloc(): double free ", NULL},
