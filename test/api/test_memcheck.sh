@@ -61,7 +61,7 @@ run leak || rc=$?
 [ $rc -eq 99 ] || fail "leak: exit $rc, want 99"
 expect leak 'definitely lost: 10,585,860 bytes in 3 blocks' "the three leaks"
 for n in '100 bytes' '100,000 bytes' '10,485,760 bytes'; do
-	grep -A4 "$n in 1 blocks are definitely lost" "$tmp/leak.log" | grep -q plant_leak ||
+	grep -A8 "$n in 1 blocks are definitely lost" "$tmp/leak.log" | grep -q plant_leak ||
 		fail "leak: no leak of $n allocated in plant_leak"
 done
 expect leak 'ERROR SUMMARY: 3 errors' "exactly three errors"
@@ -86,7 +86,7 @@ expect overflow '0 bytes after a block of size 24' "the block overflowed"
 rc=0
 run dfree || rc=$?
 [ $rc -ne 0 ] || fail "dfree: exit 0"
-grep -A4 'Invalid free' "$tmp/dfree.log" | grep -q plant_double_free || fail "dfree: no invalid free in plant_double_free"
+grep -A8 'Invalid free' "$tmp/dfree.log" | grep -q plant_double_free || fail "dfree: no invalid free in plant_double_free"
 grep -q 'pcpmalloc: free(): double free 0x' "$tmp/dfree.err" "$tmp/dfree.log" ||
 	fail "dfree: pcpmalloc did not abort with its double-free line"
 
