@@ -321,6 +321,11 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		 * place, the zone starts another arena.  The descriptors likewise.
 		 */
 		size_t keep = min_bytes;
+		/* memcheck mode (a debugging run under valgrind): the whole span stays reserved,
+		 * so no block of another mapping lands inside it, where the arena's own words
+		 * would make memcheck's leak check call it "possibly lost" */
+		if (pcpm_vg)
+			keep = want;
 		size_t dkeep = MIN(dlen, desc_bytes(keep));
 		if (keep < want)
 			pcpm_os_unmap(base + keep, want - keep);
