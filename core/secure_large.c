@@ -178,6 +178,18 @@ void secure_large_drain(void)
 		lq_release(out[i]);
 }
 
+/* The marks of a run's block p of n bytes at offset off, its guard page at gp: the front
+ * canary, the size word and canary word before p, the tail canary up to the guard. */
+static void arm_run(char *p, size_t n, size_t off, uint64_t c, char *gp)
+{
+	canary_bytes(c, p - SECURE_LARGE_FRONT, p - 16);
+	secure_store64(p - 16, secure_size_word(p, n, off));
+	secure_store64(p - 8, c);
+	canary_bytes(c, p + n, MIN(gp, p + n + SECURE_CANARY_CHECK));
+	if (gp - (p + n) > SECURE_CANARY_CHECK)
+		secure_store64(gp - 8, c);
+}
+
 /* ---- page runs ------------------------------------------------------------------------- */
 
 /* A block aligned to more than a page: at the start of its run (offset 0, no header; the
@@ -238,12 +250,7 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 		memset(p, 0, n);
 	h->flags |= PG_DIRTY;
 	h->req_size = n | (uint64_t)off << 32;
-	canary_bytes(c, p - SECURE_LARGE_FRONT, p - 16);
-	secure_store64(p - 16, secure_size_word(p, n, off));
-	secure_store64(p - 8, c);
-	canary_bytes(c, p + n, MIN(gp, p + n + SECURE_CANARY_CHECK));
-	if (gp - (p + n) > SECURE_CANARY_CHECK)
-		secure_store64(gp - 8, c);
+	arm_run(p, n, off, c, gp);
 	pcpm_os_guard_install(gp, PAGE_SIZE);
 	return p;
 }
@@ -390,12 +397,7 @@ void *secure_large_resize(void *ptr, size_t size)
 	if (size > n)
 		memset(q + n, 0, size - n);
 	h->req_size = size | (uint64_t)off << 32;
-	canary_bytes(c, q - SECURE_LARGE_FRONT, q - 16);
-	secure_store64(q - 16, secure_size_word(q, size, off));
-	secure_store64(q - 8, c);
-	canary_bytes(c, q + size, MIN(ngp, q + size + SECURE_CANARY_CHECK));
-	if (ngp - (q + size) > SECURE_CANARY_CHECK)
-		secure_store64(ngp - 8, c);
+	arm_run(q, size, off, c, ngp);
 	if (ngp != gp)
 		pcpm_os_guard_install(ngp, PAGE_SIZE);
 	return q;
