@@ -77,7 +77,11 @@ struct page {
 		void *freelist;	   /* SLAB head: first free object (SLUB freelist) */
 		size_t req_size;   /* LARGE head, secure mode: bytes requested */
 	};
-	struct kmem_cache *slab_cache; /* SLAB: owning cache */
+	/* SLAB head: the CPU slot (+ 1; 0: none) whose sheaves last took objects from this
+	 * slab, where frees on other CPUs send them back (sheaf.c: objects go home); written
+	 * without a lock, a routing hint only (relaxed atomics) */
+	uint32_t slab_owner;
+	uint32_t pad;
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
 	char *addr;		       /* SLAB, every page: address of the slab's first byte */
 	union {

@@ -125,7 +125,7 @@ size_t dfl_usable_size(const void *p, const char *call)
 			struct page *head = pg->slab_head;
 			if (slab_obj_index(head, p) < 0)
 				pcpm_bad_pointer(call, p);
-			return head->slab_cache->size;
+			return slab_cache_of(head)->size;
 		}
 		if (pg->state == PG_LARGE && p == page_address(pg))
 			return (size_t)pg->npages << PAGE_SHIFT;

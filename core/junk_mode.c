@@ -27,7 +27,7 @@ static size_t fillable(void *p, size_t *skip)
 		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == pcpm_free_key)
 			return 0;
 		*skip = 16; /* link and free mark */
-		return head->slab_cache->size;
+		return slab_cache_of(head)->size;
 	}
 	if (pg)
 		return pg->state == PG_LARGE && p == page_address(pg) ? dfl_usable_size(p, "free") : 0;

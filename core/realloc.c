@@ -46,7 +46,7 @@ static void *__realloc(void *p, size_t size)
 			pcpm_bad_pointer("realloc", p);
 		if (((uintptr_t *)p)[1] == pcpm_free_key)
 			tcache_check_double_free(p, head, "realloc");
-		size_t usable = head->slab_cache->size;
+		size_t usable = slab_cache_of(head)->size;
 		/* same class, or shrinking by less than half: stay */
 		if (size <= usable && (size > SLAB_MAX_SIZE || size_to_class(size) == head->cls ||
 				       size >= usable / 2))

@@ -68,11 +68,9 @@ static inline __attribute__((always_inline)) void *pop_small(unsigned cls, size_
 {
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->sbins[cls];
-	if (unlikely(!b->head || pcpm_nested()))
+	if (unlikely(tcache_bin_empty(b) || pcpm_nested()))
 		return NULL;
-	char *slot = b->head;
-	b->head = fl_decode(slot, call);
-	b->avail++;
+	char *slot = *b->top++;
 	tc->malloc_calls++;
 	return slot_take(slot, cls, n, off, call);
 }
@@ -87,7 +85,7 @@ static void *small_slot(unsigned cls)
 	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
 		struct tcache_bin *sb = &tc->sbins[cls];
-		if (!sb->head && !tcache_mode_refill(tc, cls))
+		if (tcache_bin_empty(sb) && !tcache_mode_refill(tc, cls))
 			return NULL;
 		return tcache_bin_pop(tc, sb);
 	}
@@ -99,7 +97,7 @@ static void slot_to_stack(void *slot, unsigned cls)
 {
 	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
-		if (!tc->sbins[cls].avail)
+		if (tcache_bin_full(&tc->sbins[cls]))
 			tcache_mode_flush(tc, cls);
 		tcache_bin_push(tc, &tc->sbins[cls], slot);
 		return;
@@ -122,7 +120,7 @@ struct small {
  */
 static void small_check(char *p, struct page *head, const char *call, struct small *b)
 {
-	struct kmem_cache *s = head->slab_cache;
+	struct kmem_cache *s = slab_cache_of(head);
 	size_t size = s->size, soff = (size_t)(p - head->addr);
 	size_t idx = (soff * head->reciprocal) >> 32;
 	char *slot = head->addr + idx * size;
@@ -178,7 +176,7 @@ static void small_check_neighbours(const struct small *b, struct page *head, con
 		if (unlikely((w1 && w1 != c) || (w2 && w2 != c)))
 			secure_underflow(p, call);
 	}
-	if ((uint32_t)b->idx + 1 < head->slab_cache->objects) {
+	if ((uint32_t)b->idx + 1 < slab_cache_of(head)->objects) {
 		const char *next = b->slot + b->size;
 		uint64_t mark = load_word(next + 8), w = load_word(next);
 		uint64_t link = w ^ (uintptr_t)next ^ pcpm_link_key;

@@ -1,32 +1,61 @@
 /*
  * sheaf.c - the per-CPU level of the slab layer (see sheaf.h; Linux 6.18's
  * slub_percpu_sheaves and node_barn, kernel-pcp.md §7.2, §12.6).  Calls slab (the kmem_cache
- * level below), pcp (the current CPU and its node) and arena (metadata).
+ * level below), pcp (the current CPU and its node), config (the decay period) and arena
+ * (metadata).
  *
- * Per CPU slot and class a `main` and a `spare` sheaf under the slot's own lock (a trylock,
- * as the pcp's: per CPU, not process-wide); per NUMA node and class a barn of up to
- * BARN_MAX_FULL full sheaves under a small lock.  A CPU whose main sheaf runs short swaps in
- * its spare, then takes a full sheaf from its node's barn (then the other nodes', in zonelist
- * order), then fills one from the slabs in one kmem_cache lock hold; a main sheaf that
- * overflows becomes the spare, else goes whole to the barn, else (barn full) back to the
- * slabs.  A barn exchange moves one list head, so its hold is O(1) whatever the sheaf's size:
- * a producer/consumer pair meets a process-wide lock about once per sheaf on each side.
+ * A sheaf is the kernel's: an array of object pointers with a count (`void *objects[]`), so
+ * a thread cache's refill or flush through it is a copy and no object's memory is read or
+ * written under a lock here.  Per CPU slot and class a `main` and a `spare` sheaf under the
+ * slot's own lock (a trylock, as the pcp's: per CPU, not process-wide); per NUMA node and
+ * class a barn of full sheaves (up to barn_max) and of empty ones, under a small lock.
  *
- * pcpmalloc's free lists run through the objects (safe-linked, slab.h), so a sheaf is a list
- * head and a count, not an array, and nothing is allocated on these paths.  Every list here
- * is NULL-terminated and every object on it carries pcpm_free_key's mark in its second word,
- * as on a thread cache's stack.  Lock order: sheaf lock, barn lock, kmem_cache lock (then the
- * pcp and zone locks the slab level takes).  setup_lock is never taken under a sheaf lock.
+ * Allocation takes from main; main short swaps with a fuller spare; main empty is exchanged
+ * one-for-one with the barn for a full sheaf (barn_replace_empty_sheaf); else main is topped
+ * up from the slabs (slab_alloc_bulk: whole slab freelists).  Freeing puts into main; main
+ * full swaps with an empty spare, else is exchanged one-for-one for an empty sheaf
+ * (barn_replace_full_sheaf), else (barn at its limit) is flushed to the slabs.  Exchanging
+ * one sheaf at a time leaves the CPU with one full and one empty sheaf whichever way it
+ * goes next, so a CPU whose allocations and frees balance at the edge of its window stays
+ * off the barn (both sheaves exchanged in one hold landed it on the opposite edge: 116 barn
+ * acquisitions per 1000 calls of an alloc-8/free-8 loop).
+ *
+ * Decay (sheaf_decay, on the pcp decay period, from vmstat.c): objects that stayed on a
+ * CPU's sheaves through a whole period (the fewest it held since the last decay: the
+ * count_min rule of decay_pcp_high, kernel-pcp.md §5.1) and full sheaves that stayed in a
+ * barn go back to the slabs, so an idle process's memory flows on to the pcp, the zone and
+ * the purge.
+ *
+ * Every object on a sheaf carries pcpm_free_key's mark in its second word.  Sheaves are
+ * allocator metadata and are never freed: empty ones wait in their node's barn.  Lock order:
+ * sheaf lock, barn lock, kmem_cache lock (then the pcp and zone locks the slab level takes).
+ * setup_lock is never taken under a sheaf lock.
  */
 #include "sheaf.h"
+#include "config.h"
 #include "topology.h"
+
+#include <string.h>
+
+/* The kernel's struct slab_sheaf: objects[0..size) are free objects of one class. */
+struct slab_sheaf {
+	struct slab_sheaf *next; /* on a barn's list */
+	uint32_t size;		 /* objects held */
+	uint32_t pad;
+	void *objects[]; /* pcpm_sheaf_cap[cls] */
+};
 
 /* Per CPU slot and class (slub_percpu_sheaves): only threads on that CPU take the lock. */
 struct sheaf_pcs {
 	pcpm_lock_t lock;
-	uint32_t main_count, spare_count;
-	void *main, *spare;
+	/* the fewest objects main and spare held together since the last decay (count_min):
+	 * what stayed idle through the period */
+	uint32_t low;
+	struct slab_sheaf *main, *spare;
+	uint8_t last_dir; /* the last barn exchange: SHEAF_ALLOC or SHEAF_FREE */
 } __attribute__((aligned(32)));
+
+enum { SHEAF_ALLOC = 1, SHEAF_FREE = 2 };
 
 /* One CPU slot's sheaves of every class, set up by the first thread that needs them on that
  * CPU: on a machine of several nodes in pages of their own, first touched there, so they
@@ -35,20 +64,28 @@ struct sheaf_cpu {
 	struct sheaf_pcs pcs[NR_SIZE_CLASSES];
 	/* counters of this CPU, written by its threads under the class's sheaf lock (racy
 	 * increments between two threads of one slot are possible and harmless) */
-	uint64_t refills, flushes, lock_contended;
+	uint64_t refills, flushes, lock_contended, remote_frees, inbox_drains;
+	/*
+	 * Objects of this CPU's slabs (slab_owner) that other CPUs freed, per class: a chain
+	 * through the objects (safe-linked), pushed by any CPU with one compare-and-swap per
+	 * chain (mimalloc's xthread_free, per CPU rather than per page), taken whole by this
+	 * CPU's threads under the class's sheaf lock (so a walk under that lock sees a stable
+	 * chain below the head).  On lines of its own: other CPUs write it.
+	 */
+	_Atomic(void *) inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
 };
 
 #define SHEAF_MIN_CPUS 4 /* no sheaves on machines of this many CPUs or fewer */
 #define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
 #define BARN_BYTES (16UL << 20) /* objects a barn may hold */
 
-/* Per node and class (node_barn): full sheaves only (a list needs no empty sheaf). */
+/* Per node and class (node_barn): lists of full and of empty sheaves. */
 struct node_barn {
 	pcpm_lock_t lock;
-	uint32_t nr_full;
+	uint32_t nr_full, nr_empty;
+	uint32_t low_full; /* the fewest full sheaves since the last decay */
+	struct slab_sheaf *full, *empty;
 	struct lock_stat ls;
-	void *full[BARN_MAX_FULL];
-	uint32_t full_count[BARN_MAX_FULL];
 } PCPM_CACHELINE_ALIGNED;
 
 uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
@@ -57,6 +94,9 @@ static uint8_t barn_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
 static _Atomic(struct node_barn *) barns[MAX_NUMNODES][NR_SIZE_CLASSES];
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
+/* the decay's clock (ms of its last run) and what it gave back, under decay_lock */
+static pcpm_lock_t decay_lock = PCPM_LOCK_INIT;
+static uint64_t decay_last_ms, decayed;
 
 /*
  * Objects per sheaf.  The kernel's calculate_sheaf_capacity gives 60 / 26 / 12 / 4 objects
@@ -129,23 +169,52 @@ static PCPM_COLD void barn_setup(int node, unsigned cls)
 	pcpm_unlock(&setup_lock);
 }
 
-/*
- * The calling thread's CPU's sheaves of class cls, and its slot and node; NULL when they
- * cannot be set up (out of memory).  The node's barn of the class is set up here too, before
- * any sheaf lock is taken.
- */
-static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *cpu, int *node)
+/* A new empty sheaf of class cls (metadata, never freed); NULL when out of memory. */
+static PCPM_COLD struct slab_sheaf *sheaf_new(unsigned cls)
 {
-	*cpu = pcp_cpu();
-	*node = pcp_cpu_node(*cpu);
+	return pcpm_meta_alloc(sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *));
+}
+
+/*
+ * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
+ * set up (out of memory).  The node's barn of the class and the two sheaves are set up here
+ * too, before any sheaf lock is taken (a racing thread of the same slot may set up a sheaf
+ * twice: the loser's goes to the barn's empty list).
+ */
+static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
+{
+	unsigned cpu = *slot = pcp_cpu();
+	*node = pcp_cpu_node(cpu);
 	struct sheaf_cpu *sc = NULL;
 	if (likely(cpu_sheaves))
-		sc = atomic_load_explicit(&cpu_sheaves[*cpu], memory_order_acquire);
-	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(*cpu)))
+		sc = atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire);
+	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(cpu)))
 		return NULL;
 	if (unlikely(!barn_of(*node, cls)))
 		barn_setup(*node, cls);
-	return &sc->pcs[cls];
+	struct sheaf_pcs *pcs = &sc->pcs[cls];
+	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
+		struct slab_sheaf *m = sheaf_new(cls), *s = sheaf_new(cls);
+		if (!m || !s || !barn_of(*node, cls))
+			return NULL; /* (a sheaf allocated here stays unused: out of memory anyway) */
+		pcpm_lock(&pcs->lock);
+		bool lost = pcs->spare != NULL;
+		if (!lost) {
+			pcs->main = m;
+			__atomic_store_n(&pcs->spare, s, __ATOMIC_RELEASE);
+		}
+		pcpm_unlock(&pcs->lock);
+		if (lost) {
+			struct node_barn *b = barn_of(*node, cls);
+			lockstat_lock(&b->lock, &b->ls);
+			m->next = s;
+			s->next = b->empty;
+			b->empty = m;
+			b->nr_empty += 2;
+			lockstat_unlock(&b->lock, &b->ls);
+		}
+	}
+	return pcs;
 }
 
 static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
@@ -153,40 +222,20 @@ static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
 	return (struct sheaf_cpu *)(pcs - cls);
 }
 
-/*
- * barn_put_full_sheaf(): puts n full sheaves (1 or 2: main, and a full spare with it) in one
- * hold into the node's barn, else into another node's in zonelist order (a producer on the
- * other node takes them there: the slabs are shared by all nodes anyway); false when no barn
- * has room for them (the caller frees them to the slabs).  Full barns are passed unlocked.
- */
-static bool barn_put(int node, unsigned cls, void *const *list, const unsigned *cnt, unsigned n)
+/* CPU slot cpu's sheaves, NULL while no thread of that slot has used any. */
+static inline struct sheaf_cpu *cpu_sheaf(int cpu)
 {
-	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
-	for (int i = 0; i < nr; i++) {
-		struct node_barn *b = barn_of((node + i) % nr, cls);
-		/* (a racy look first: a full barn costs no lock) */
-		if (!b || __atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) + n > barn_max[cls])
-			continue;
-		lockstat_lock(&b->lock, &b->ls);
-		bool ok = b->nr_full + n <= barn_max[cls];
-		for (unsigned k = 0; ok && k < n; k++) {
-			b->full[b->nr_full] = list[k];
-			b->full_count[b->nr_full] = cnt[k];
-			__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
-		}
-		lockstat_unlock(&b->lock, &b->ls);
-		if (ok)
-			return true;
-	}
-	return false;
+	return cpu_sheaves ? atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire) : NULL;
 }
 
 /*
- * barn_get_full_sheaf(): up to max (1 or 2) full sheaves in one hold from the node's barn,
- * else from the other nodes' in zonelist order; how many (0: every barn is empty; empty
- * barns are passed over unlocked).
+ * barn_replace_empty_sheaf(): the k (1 or 2) empty sheaves e[] for full ones from the node's
+ * barn, else from another node's in zonelist order (their slabs are shared by all nodes), in
+ * one hold; how many were exchanged (the first ones of e[] are replaced by full sheaves; 0
+ * when every barn is out of full sheaves).  Barns without a full sheaf are passed over
+ * unlocked (a racy look: a wrong guess costs a lock or a refill).
  */
-static unsigned barn_take(int node, unsigned cls, void **list, unsigned *cnt, unsigned max)
+static unsigned barn_replace_empty(int node, unsigned cls, struct slab_sheaf **e, unsigned k)
 {
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int i = 0; i < nr; i++) {
@@ -195,12 +244,16 @@ static unsigned barn_take(int node, unsigned cls, void **list, unsigned *cnt, un
 			continue;
 		unsigned got = 0;
 		lockstat_lock(&b->lock, &b->ls);
-		while (got < max && b->nr_full) {
-			uint32_t k = b->nr_full - 1;
-			list[got] = b->full[k];
-			cnt[got++] = b->full_count[k];
-			__atomic_store_n(&b->nr_full, k, __ATOMIC_RELAXED);
+		for (; got < k && b->nr_full; got++) {
+			struct slab_sheaf *f = b->full;
+			b->full = f->next;
+			__atomic_store_n(&b->nr_full, b->nr_full - 1, __ATOMIC_RELAXED);
+			e[got]->next = b->empty;
+			b->empty = e[got];
+			b->nr_empty++;
+			e[got] = f;
 		}
+		b->low_full = MIN(b->low_full, b->nr_full);
 		lockstat_unlock(&b->lock, &b->ls);
 		if (got)
 			return got;
@@ -208,177 +261,372 @@ static unsigned barn_take(int node, unsigned cls, void **list, unsigned *cnt, un
 	return 0;
 }
 
-/* The n-th object of list (n >= 1), each link decoded and checked on the way. */
-static inline void *list_nth(void *list, unsigned n, const char *call)
+/*
+ * barn_replace_full_sheaf(): the k (1 or 2) full sheaves f[] into the node's barn for empty
+ * ones (from its empty list, else new metadata), as many as the barn has room for below
+ * barn_max, in one hold; how many (the first ones of f[] are replaced by empty sheaves; the
+ * rest stay the caller's, who flushes them to the slabs).
+ */
+static unsigned barn_replace_full(int node, unsigned cls, struct slab_sheaf **f, unsigned k)
 {
-	void *o = list;
-	while (--n)
-		o = fl_decode(o, call);
-	return o;
-}
-
-/* Main holds want objects fewer than asked for: the spare, else a barn's full sheaf, else
- * the slabs (in one kmem_cache lock hold) go behind main's objects.  pcs lock held. */
-static void sheaf_refill_main(struct sheaf_pcs *pcs, unsigned cls, int node, unsigned want)
-{
-	void *list[2];
-	unsigned cnt[2], n;
-	if (pcs->spare_count) {
-		list[0] = pcs->spare;
-		n = pcs->spare_count;
-		pcs->spare = NULL;
-		pcs->spare_count = 0;
-	} else {
-		pcs_cpu(pcs, cls)->refills++;
-		/* two full sheaves when the barn has them: one for main, one for the spare, so a
-		 * CPU that only allocates (a producer) meets the barn once per two sheaves */
-		unsigned got = barn_take(node, cls, list, cnt, 2);
-		if (got == 2) {
-			pcs->spare = list[1];
-			pcs->spare_count = cnt[1];
+	struct node_barn *b = barn_of(node, cls);
+	if (__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) >= barn_max[cls])
+		return 0;
+	unsigned done = 0;
+	struct slab_sheaf *fresh = NULL; /* a new empty sheaf, when the barn had none */
+	for (;;) {
+		lockstat_lock(&b->lock, &b->ls);
+		for (; done < k && b->nr_full < barn_max[cls] && (b->nr_empty || fresh); done++) {
+			struct slab_sheaf *e = fresh;
+			if (e) {
+				fresh = NULL;
+			} else {
+				e = b->empty;
+				b->empty = e->next;
+				b->nr_empty--;
+			}
+			f[done]->next = b->full;
+			b->full = f[done];
+			__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
+			f[done] = e;
 		}
-		n = got ? cnt[0] : 0;
-		/* from the slabs, a quarter of a sheaf (at least what is asked for): a full one
-		 * would carve a megabyte of new objects for each class a thread touches, where a
-		 * thread-local mix needs a few; full sheaves come from the barn */
-		if (!n)
-			n = slab_alloc_bulk(cls, MAX(want, ((unsigned)pcpm_sheaf_cap[cls] + 3) / 4),
-					    &list[0], pcpm_free_key);
-		if (!n)
-			return; /* out of memory: the caller hands out what main has */
+		if (fresh) { /* the barn filled meanwhile: the new empty sheaf stays there */
+			fresh->next = b->empty;
+			b->empty = fresh;
+			b->nr_empty++;
+			fresh = NULL;
+		}
+		bool more = done < k && b->nr_full < barn_max[cls];
+		lockstat_unlock(&b->lock, &b->ls);
+		/* out of empty sheaves (a CPU's first exchanges): one more from metadata */
+		if (!more || !(fresh = sheaf_new(cls)))
+			return done;
 	}
-	if (pcs->main_count)
-		fl_store(list_nth(pcs->main, pcs->main_count, "malloc"), list[0]);
-	else
-		pcs->main = list[0];
-	pcs->main_count += n;
 }
 
-unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
+static inline void pcs_note_low(struct sheaf_pcs *pcs)
+{
+	uint32_t n = pcs->main->size + pcs->spare->size;
+	if (n < pcs->low)
+		pcs->low = n;
+}
+
+/*
+ * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
+ * (slab_owner) are linked into one chain per owner (SLUB's build_detached_freelist, by
+ * owner instead of by slab) and pushed onto that CPU's inbox with one compare-and-swap
+ * each, so a CPU that frees what others allocated (a consumer) keeps none of it and takes
+ * no lock for it; the owner collects them when its sheaves run dry.  The others (this
+ * CPU's, a slab without an owner, more owners than one call groups) are moved to the front
+ * of objs[]; returns how many.  No lock held.
+ */
+#define HOME_GROUPS 8
+static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
+{
+	struct {
+		struct sheaf_cpu *sc;
+		uint32_t owner;
+		unsigned n;
+		void *first, *last;
+	} g[HOME_GROUPS];
+	unsigned ng = 0, keep = 0;
+	for (unsigned i = 0; i < n; i++) {
+		void *o = objs[i];
+		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
+						 __ATOMIC_RELAXED);
+		unsigned k = 0;
+		while (k < ng && g[k].owner != owner)
+			k++;
+		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
+		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL)
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
+		if (k == ng) {
+			objs[keep++] = o;
+			continue;
+		}
+		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
+		g[k].first = o;
+		g[k].n++;
+	}
+	for (unsigned k = 0; k < ng; k++) {
+		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
+		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+		do
+			fl_store(g[k].last, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
+							      memory_order_release,
+							      memory_order_relaxed));
+	}
+	if (keep < n) {
+		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
+		me->remote_frees += n - keep;
+	}
+	return keep;
+}
+
+/*
+ * This CPU's inbox of class cls, taken whole, into main and the spare (all to the slabs
+ * with to_slabs: decay, flush).  Each object's descriptor is checked (a write after free into
+ * a waiting object could bend its link): an object that is not one of the class's aborts.
+ * What the two sheaves cannot hold goes to the slabs.  pcs lock held.
+ */
+static void __inbox_drain(struct sheaf_pcs *pcs, unsigned cls, bool to_slabs)
+{
+	struct sheaf_cpu *sc = pcs_cpu(pcs, cls);
+	void *o = atomic_exchange_explicit(&sc->inbox[cls], NULL, memory_order_acquire);
+	void *buf[32];
+	unsigned nbuf = 0, cap = pcpm_sheaf_cap[cls];
+	if (!o)
+		return;
+	sc->inbox_drains++;
+	while (o) {
+		struct page *pg = pcpm_page_of(o);
+		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
+			     slab_obj_index(pg->slab_head, o) < 0))
+			pcpm_freelist_corrupt("malloc", o);
+		void *next = fl_decode(o, "malloc");
+		struct slab_sheaf *m = pcs->main, *s = pcs->spare;
+		if (!to_slabs && m->size < cap) {
+			m->objects[m->size++] = o;
+		} else if (!to_slabs && s->size < cap) {
+			s->objects[s->size++] = o;
+		} else {
+			buf[nbuf++] = o;
+			if (nbuf == 32) {
+				slab_free_bulk(cls, buf, nbuf);
+				nbuf = 0;
+			}
+		}
+		o = next;
+	}
+	if (nbuf)
+		slab_free_bulk(cls, buf, nbuf);
+}
+
+unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 {
 	unsigned cap = pcpm_sheaf_cap[cls], cpu;
 	int node;
 	struct sheaf_pcs *pcs;
 	if (!cap || want > cap || !(pcs = this_pcs(cls, &cpu, &node)))
-		return slab_alloc_bulk(cls, want, head, key);
+		return slab_alloc_bulk(cls, want, want, objs, 0);
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
 		/* another thread of this CPU slot holds it (preempted there, or the thread-id
 		 * hash put two threads on one slot): the slabs serve, as the zone serves a pcp
 		 * trylock failure */
 		pcs_cpu(pcs, cls)->lock_contended++;
-		return slab_alloc_bulk(cls, want, head, key);
+		return slab_alloc_bulk(cls, want, want, objs, 0);
 	}
-	if (pcs->main_count < want)
-		sheaf_refill_main(pcs, cls, node, want - pcs->main_count);
-	unsigned got = MIN(want, pcs->main_count);
-	void *first = pcs->main;
-	if (got) {
-		void *last = list_nth(first, got, "malloc");
-		pcs->main = fl_decode(last, "malloc");
-		fl_store(last, NULL);
-		pcs->main_count -= got;
+	/* main's objects first, even fewer than asked for (the thread cache takes what comes);
+	 * an empty main is swapped with the spare, else filled from the inbox (this CPU's
+	 * objects that came home), else exchanged with the barn for a full sheaf, else filled
+	 * from the slabs */
+	struct slab_sheaf *m = pcs->main;
+	if (!m->size && pcs->spare->size) {
+		pcs->main = pcs->spare;
+		pcs->spare = m;
+		m = pcs->main;
+	} else if (!m->size && atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls], memory_order_relaxed)) {
+		__inbox_drain(pcs, cls, false);
+	} else if (!m->size) {
+		/* one sheaf for one: the CPU keeps an empty and a full one, the middle of its
+		 * window; two when its last exchange was an allocation too (a producer, which
+		 * meets the barn half as often so) */
+		struct slab_sheaf *x[2] = { m, pcs->spare };
+		unsigned k = pcs->last_dir == SHEAF_ALLOC ? 2 : 1;
+		pcs->last_dir = SHEAF_ALLOC;
+		pcs_cpu(pcs, cls)->refills++;
+		k = barn_replace_empty(node, cls, x, k);
+		if (k) {
+			pcs->main = m = x[0];
+			pcs->spare = x[1];
+		} else {
+			/* what is asked for, up to a quarter of a sheaf: a full one would carve a
+			 * megabyte of new objects for each class a thread touches, where a
+			 * thread-local mix needs a few; full sheaves come from the barn */
+			unsigned q = MAX(want, (cap + 3) / 4);
+			m->size = slab_alloc_bulk(cls, q, q, m->objects, cpu + 1);
+		}
 	}
+	unsigned got = MIN(want, m->size);
+	m->size -= got;
+	memcpy(objs, &m->objects[m->size], got * sizeof(void *));
+	pcs_note_low(pcs);
 	pcpm_unlock(&pcs->lock);
-	if (unlikely(key != pcpm_free_key))
-		for (void *o = got ? first : NULL; o; o = fl_decode(o, "malloc"))
-			((uintptr_t *)o)[1] = key;
-	*head = got ? first : NULL;
 	return got;
 }
 
-void sheaf_free_bulk(unsigned cls, void *head, unsigned n)
+void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 {
 	unsigned cap = pcpm_sheaf_cap[cls], cpu;
 	int node;
 	struct sheaf_pcs *pcs;
 	if (!cap || n > cap || !(pcs = this_pcs(cls, &cpu, &node)))
-		return slab_free_bulk(cls, head, n);
-	/* each object is one of this class's, as the slab level checks when they reach it */
-	void *tail = head;
-	for (unsigned i = 1;; i++) {
-		struct page *pg = pcpm_page_of(tail);
-		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls))
-			pcpm_freelist_corrupt("free", tail);
-		if (i == n)
-			break;
-		tail = fl_decode(tail, "free");
-	}
+		return slab_free_bulk(cls, objs, n);
+	n = send_home(cls, cpu, objs, n); /* other CPUs' objects to their inboxes */
+	if (!n)
+		return;
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
 		pcs_cpu(pcs, cls)->lock_contended++;
-		return slab_free_bulk(cls, head, n);
+		return slab_free_bulk(cls, objs, n);
 	}
-	void *full[2];
-	unsigned full_n[2], nfull = 0;
-	if (pcs->main_count + n > cap) {
-		if (!pcs->spare_count) {
-			pcs->spare = pcs->main;
-			pcs->spare_count = pcs->main_count;
+	struct slab_sheaf *m = pcs->main, *flush = NULL;
+	if (m->size + n > cap) {
+		if (pcs->spare->size + n <= cap && pcs->spare->size < m->size) {
+			pcs->main = pcs->spare;
+			pcs->spare = m;
 		} else {
-			/* main and spare both full: both to the barn in one hold (a CPU that only
-			 * frees - a consumer - meets the barn once per two sheaves) */
+			/* one for one, or two when the last exchange was a free too (a consumer) */
+			struct slab_sheaf *x[2] = { m, pcs->spare }, *e;
+			unsigned k = pcs->last_dir == SHEAF_FREE && pcs->spare->size ? 2 : 1;
+			pcs->last_dir = SHEAF_FREE;
 			pcs_cpu(pcs, cls)->flushes++;
-			full[nfull] = pcs->main;
-			full_n[nfull++] = pcs->main_count;
-			if (pcs->spare_count + n > cap) {
-				full[nfull] = pcs->spare;
-				full_n[nfull++] = pcs->spare_count;
-				pcs->spare = NULL;
-				pcs->spare_count = 0;
+			if (barn_replace_full(node, cls, x, k)) {
+				pcs->main = x[0];
+				pcs->spare = x[1];
+			} else if ((e = sheaf_new(cls)) != NULL) {
+				/* the barn is at its limit: main goes to the slabs, after the unlock */
+				flush = m;
+				pcs->main = e;
+			} else {
+				slab_free_bulk(cls, m->objects, m->size); /* no metadata left */
+				m->size = 0;
 			}
-			if (barn_put(node, cls, full, full_n, nfull))
-				nfull = 0;
 		}
-		pcs->main = NULL;
-		pcs->main_count = 0;
+		m = pcs->main;
 	}
-	fl_store(tail, pcs->main);
-	pcs->main = head;
-	pcs->main_count += n;
+	memcpy(&m->objects[m->size], objs, n * sizeof(void *));
+	m->size += n;
 	pcpm_unlock(&pcs->lock);
-	for (unsigned i = 0; i < nfull; i++) /* the barn was full: to the slabs */
-		slab_free_bulk(cls, full[i], full_n[i]);
+	if (flush) {
+		slab_free_bulk(cls, flush->objects, flush->size);
+		flush->size = 0;
+		struct node_barn *b = barn_of(node, cls);
+		lockstat_lock(&b->lock, &b->ls);
+		flush->next = b->empty;
+		b->empty = flush;
+		b->nr_empty++;
+		lockstat_unlock(&b->lock, &b->ls);
+	}
 }
 
-static inline struct sheaf_cpu *cpu_sheaf(int cpu)
+/*
+ * The oldest objects of a CPU's sheaves (the spare's, then the bottom of main's) to the
+ * slabs: all of them (a flush), or those that stayed through the period (decay: trylock,
+ * a CPU whose lock is taken is busy, not idle).  Freed with the sheaf lock held (the lock
+ * order allows it; these are rare, and the CPU's threads meanwhile use the slabs).
+ */
+static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 {
-	return cpu_sheaves ? atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire) : NULL;
+	if (!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))
+		return;
+	if (all ? (pcpm_lock(&pcs->lock), false) : !pcpm_trylock(&pcs->lock))
+		return;
+	__inbox_drain(pcs, cls, true); /* objects that came home meanwhile: idle too */
+	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
+	unsigned n = all ? m->size + s->size : MIN(pcs->low, m->size + s->size);
+	unsigned from_spare = MIN(n, s->size), from_main = n - from_spare;
+	s->size -= from_spare;
+	if (from_spare)
+		slab_free_bulk(cls, &s->objects[s->size], from_spare);
+	if (from_main) {
+		slab_free_bulk(cls, m->objects, from_main);
+		memmove(m->objects, &m->objects[from_main], (m->size - from_main) * sizeof(void *));
+		m->size -= from_main;
+	}
+	pcs->low = m->size + s->size;
+	pcpm_unlock(&pcs->lock);
+	if (!all)
+		__atomic_fetch_add(&decayed, n, __ATOMIC_RELAXED);
+}
+
+/* Full sheaves of the barn to the slabs: all, or those that stayed through the period. */
+static void barn_release(struct node_barn *b, unsigned cls, bool all)
+{
+	if (!b || !__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED))
+		return;
+	lockstat_lock(&b->lock, &b->ls);
+	uint32_t n = all ? b->nr_full : MIN(b->low_full, b->nr_full);
+	struct slab_sheaf *list = NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		struct slab_sheaf *f = b->full;
+		b->full = f->next;
+		f->next = list;
+		list = f;
+	}
+	__atomic_store_n(&b->nr_full, b->nr_full - n, __ATOMIC_RELAXED);
+	b->low_full = b->nr_full;
+	lockstat_unlock(&b->lock, &b->ls);
+	for (struct slab_sheaf *f = list, *next; f; f = next) {
+		next = f->next;
+		slab_free_bulk(cls, f->objects, f->size);
+		if (!all)
+			__atomic_fetch_add(&decayed, f->size, __ATOMIC_RELAXED);
+		f->size = 0;
+		lockstat_lock(&b->lock, &b->ls);
+		f->next = b->empty;
+		b->empty = f;
+		b->nr_empty++;
+		lockstat_unlock(&b->lock, &b->ls);
+	}
+}
+
+static void sheaf_release_all(bool all)
+{
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct sheaf_cpu *sc = cpu_sheaf(i);
+		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
+			pcs_release(&sc->pcs[c], c, all);
+	}
+	for (int n = 0; n < MAX_NUMNODES; n++)
+		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+			barn_release(barn_of(n, c), c, all);
 }
 
 void sheaf_flush_all(void)
 {
-	for (int i = 0; i < pcpm_nr_cpus; i++) {
-		struct sheaf_cpu *sc = cpu_sheaf(i);
-		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
-			struct sheaf_pcs *pcs = &sc->pcs[c];
-			if (!__atomic_load_n(&pcs->main, __ATOMIC_RELAXED) &&
-			    !__atomic_load_n(&pcs->spare, __ATOMIC_RELAXED))
-				continue;
-			pcpm_lock(&pcs->lock);
-			void *m = pcs->main, *s = pcs->spare;
-			unsigned mn = pcs->main_count, sn = pcs->spare_count;
-			pcs->main = pcs->spare = NULL;
-			pcs->main_count = pcs->spare_count = 0;
-			pcpm_unlock(&pcs->lock);
-			if (mn)
-				slab_free_bulk(c, m, mn);
-			if (sn)
-				slab_free_bulk(c, s, sn);
-		}
-	}
-	for (int n = 0; n < MAX_NUMNODES; n++) {
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-			void *list;
-			unsigned cnt;
-			while (barn_take(n, c, &list, &cnt, 1))
-				slab_free_bulk(c, list, cnt);
-		}
-	}
+	sheaf_release_all(true);
 }
 
-static bool list_holds(void *list, const void *p)
+void sheaf_decay(uint64_t now_ms)
 {
-	for (void *o = list; o; o = fl_decode(o, "free"))
-		if (o == p)
+	if (!cpu_sheaves || !pcpm_trylock(&decay_lock))
+		return; /* no sheaves yet, or another thread decays them now */
+	bool due = now_ms - decay_last_ms >= (uint64_t)pcpm_cfg.decay_ms;
+	if (due)
+		decay_last_ms = now_ms;
+	pcpm_unlock(&decay_lock);
+	if (due)
+		sheaf_release_all(false);
+}
+
+bool sheaf_pending(void)
+{
+	for (int i = 0; cpu_sheaves && i < pcpm_nr_cpus; i++) {
+		struct sheaf_cpu *sc = cpu_sheaf(i);
+		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
+			struct slab_sheaf *m, *s;
+			/* racy: a sheaf's size is read while its CPU may change it */
+			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed))
+				return true;
+			if ((s = __atomic_load_n(&sc->pcs[c].spare, __ATOMIC_ACQUIRE)) &&
+			    (m = __atomic_load_n(&sc->pcs[c].main, __ATOMIC_RELAXED)) &&
+			    (__atomic_load_n(&m->size, __ATOMIC_RELAXED) ||
+			     __atomic_load_n(&s->size, __ATOMIC_RELAXED)))
+				return true;
+		}
+	}
+	for (int n = 0; n < MAX_NUMNODES; n++)
+		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+			if (barn_of(n, c) && __atomic_load_n(&barn_of(n, c)->nr_full, __ATOMIC_RELAXED))
+				return true;
+	return false;
+}
+
+static bool sheaf_has(const struct slab_sheaf *s, const void *p)
+{
+	for (uint32_t i = 0; s && i < s->size; i++)
+		if (s->objects[i] == p)
 			return true;
 	return false;
 }
@@ -392,7 +640,12 @@ bool sheaf_holds(unsigned cls, const void *p)
 			continue;
 		struct sheaf_pcs *pcs = &sc->pcs[cls];
 		pcpm_lock(&pcs->lock);
-		found = list_holds(pcs->main, p) || list_holds(pcs->spare, p);
+		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
+		/* the inbox: stable below its head while the lock keeps its owner from taking
+		 * it; pushes only add in front */
+		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
+		     o && !found; o = fl_decode(o, "free"))
+			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
 	for (int n = 0; n < MAX_NUMNODES && !found; n++) {
@@ -400,8 +653,8 @@ bool sheaf_holds(unsigned cls, const void *p)
 		if (!b)
 			continue;
 		pcpm_lock(&b->lock);
-		for (uint32_t k = 0; k < b->nr_full && !found; k++)
-			found = list_holds(b->full[k], p);
+		for (struct slab_sheaf *f = b->full; f && !found; f = f->next)
+			found = sheaf_has(f, p);
 		pcpm_unlock(&b->lock);
 	}
 	return found;
@@ -415,8 +668,11 @@ void sheaf_stats_add(struct pcpm_stats *s)
 			s->sheaf_refills += sc->refills;
 			s->sheaf_flushes += sc->flushes;
 			s->sheaf_lock_contended += sc->lock_contended;
+			s->sheaf_remote_frees += sc->remote_frees;
+			s->sheaf_inbox_drains += sc->inbox_drains;
 		}
 	}
+	s->sheaf_decayed += __atomic_load_n(&decayed, __ATOMIC_RELAXED);
 	struct lock_sum ls = { 0 };
 	for (int n = 0; n < MAX_NUMNODES; n++)
 		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
@@ -429,8 +685,9 @@ void sheaf_stats_add(struct pcpm_stats *s)
 	s->barn_lock_busiest += ls.busiest;
 }
 
-/* fork: setup_lock first (its holders take no other lock of this file; holding it keeps the
- * set of CPU sheaves and barns fixed), then every sheaf lock, then the barns'. */
+/* fork: setup_lock and decay_lock first (their holders take no other lock of this file
+ * while they hold them; setup_lock keeps the set of CPU sheaves and barns fixed), then
+ * every sheaf lock, then the barns'. */
 static void lock_op(pcpm_lock_t *l, int op)
 {
 	if (op == 0)
@@ -443,8 +700,10 @@ static void lock_op(pcpm_lock_t *l, int op)
 
 static void sheaf_locks(int op)
 {
-	if (op == 0)
+	if (op == 0) {
 		pcpm_lock(&setup_lock);
+		pcpm_lock(&decay_lock);
+	}
 	for (int i = 0; i < pcpm_nr_cpus; i++) {
 		struct sheaf_cpu *sc = cpu_sheaf(i);
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
@@ -454,8 +713,10 @@ static void sheaf_locks(int op)
 		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 			if (barn_of(n, c))
 				lock_op(&barn_of(n, c)->lock, op);
-	if (op != 0)
+	if (op != 0) {
+		lock_op(&decay_lock, op);
 		lock_op(&setup_lock, op);
+	}
 }
 
 void sheaf_lock_all(void)

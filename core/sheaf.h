@@ -1,10 +1,12 @@
 /*
  * sheaf.h - the per-CPU level of the slab layer: per CPU slot and size class a main and a
- * spare sheaf of free objects, per NUMA node and class a barn of full sheaves (Linux 6.18's
- * slub_percpu_sheaves and node_barn; kernel-pcp.md §7.2, §12.6).  The thread caches refill
- * from and flush to their CPU's sheaves with no process-wide lock; a barn (O(1) exchange of a
- * whole sheaf) or a kmem_cache (one lock hold per sheaf) is touched only when a CPU runs out
- * of or overflows its two sheaves.  See sheaf.c.  Calls slab (below it) and pcp (the CPU).
+ * spare sheaf (an array of free objects), per NUMA node and class a barn of full and empty
+ * sheaves (Linux 6.18's slub_percpu_sheaves and node_barn; kernel-pcp.md §7.2, §12.6).  The
+ * thread caches refill from and flush to their CPU's sheaves with no process-wide lock; a
+ * barn (a one-for-one exchange of a whole sheaf) or a kmem_cache is touched only when a CPU
+ * runs out of or overflows its two sheaves, and idle sheaves decay back to the slabs on the
+ * pcp decay period.  An object freed on another CPU than the one whose sheaves took it from
+ * its slab goes home, to that CPU's inbox, with no lock.  See sheaf.c.  Calls slab (below it) and pcp (the CPU).
  * Thread-safety: every function is thread-safe.
  */
 #ifndef PCPM_SHEAF_H
@@ -27,18 +29,31 @@ extern uint32_t pcpm_paged_max;
 void pcpm_sheaf_init(bool on);
 
 /*
- * slab_alloc_bulk / slab_free_bulk through the calling CPU's sheaves, same contracts (slab.h):
- * up to want objects (a NULL-terminated list through their first word, each second word =
- * key) and how many, 0 when memory is exhausted; n objects of class cls given back (each
- * carrying pcpm_free_key's mark, validated by the caller).  The CPU's sheaf lock is a
- * trylock: when another thread holds it, the slabs serve the call directly.
+ * slab_alloc_bulk / slab_free_bulk through the calling CPU's sheaves (slab.h): up to want
+ * objects into objs[] (each marked free: pcpm_free_key in its second word) and how many,
+ * 0 when memory is exhausted; n objects of class cls given back from objs[] (each carrying
+ * the mark, validated by the caller; the array is copied, not kept).  The CPU's sheaf lock
+ * is a trylock: when another thread holds it, the slabs serve the call directly.
  */
-unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key);
-void sheaf_free_bulk(unsigned cls, void *head, unsigned n);
+unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs);
+/* (objs[] may be reordered: objects of other CPUs' slabs go home first, see sheaf.c) */
+void sheaf_free_bulk(unsigned cls, void **objs, unsigned n);
 
 /* Every object on every CPU's sheaves and in every barn back to the slabs (malloc_trim,
  * address-space reclaim; before slab_shrink_all). */
 void sheaf_flush_all(void);
+
+/*
+ * decay_pcp_high for sheaves, once per PCPMALLOC_DECAY_MS (now_ms: pcpm_now_ms()): the
+ * objects each CPU's sheaves held through the whole period (the fewest it held since the
+ * last decay, the count_min rule) and the full sheaves that stayed in a barn go back to the
+ * slabs.  Called by the periodic work (vmstat.c); busy CPUs (sheaf lock taken) are skipped.
+ */
+void sheaf_decay(uint64_t now_ms);
+
+/* Does any sheaf or barn hold objects?  (a racy scan: the periodic worker's "anything to
+ * do" test) */
+bool sheaf_pending(void);
 
 /* Is p (an object of class cls) on a CPU sheaf or in a barn?  (double-free confirmation) */
 bool sheaf_holds(unsigned cls, const void *p);

@@ -192,6 +192,10 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		s->order = calculate_order(size);
 		s->objects = (uint32_t)((PAGE_SIZE << s->order) / size);
 		s->reciprocal = (uint32_t)((1ULL << 32) / size + 1);
+		if (slab_flags & SLAB_FREELIST_RANDOM)
+			s->hidden = s->objects >= 3 ? 2 : 0; /* see slab_carve_random */
+		else if (slab_flags & SLAB_HIDE_FIRST)
+			s->hidden = s->objects > 1; /* see new_slab */
 		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10]; here also at most
 		 * MIN_PARTIAL_BYTES of slabs (at least 2): the kernel's 6 or 7 slabs of 32 KiB per
 		 * cache are nothing in a machine's memory but 0.4 MiB of empty slabs per class
@@ -236,7 +240,6 @@ static struct page *new_slab(struct kmem_cache *s)
 		return NULL;
 	unsigned n = 1u << s->order;
 	for (unsigned i = 0; i < n; i++) {
-		pg[i].slab_cache = s;
 		pg[i].slab_head = pg;
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
@@ -294,41 +297,41 @@ static void slab_carved(struct kmem_cache *s, struct page *pg)
 		pg[i].fast_lim = pg->carved;
 }
 
-/* Links o after *link (first object: into *first); o's second word = key. */
-static inline void link_obj(void **first, void ***link, void *o, uintptr_t key)
-{
-	if (*link != first)
-		fl_store(*link, o);
-	else
-		*first = o;
-	*link = (void **)o;
-	((uintptr_t *)o)[1] = key;
-}
-
 #define CARVE_RANGES 16 /* runs of never-used objects one call may carve */
+#define FREELISTS 16	/* slab freelists one call may detach whole */
 #define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
 
+/* Objects on pg's freelist: those carved, less those handed out and those never handed out
+ * (object 0 in memcheck mode, the two ends of a randomly carved slab: s->hidden). */
+static inline unsigned slab_nr_free(struct kmem_cache *s, struct page *pg)
+{
+	return (unsigned)pg->carved - pg->inuse - s->hidden;
+}
+
 /*
- * Objects already used (on slab freelists) are linked under the lock; never-used ones are
- * only counted out of their slab under it (carved advances) and linked after the unlock, so
- * the first touch of new memory - a page fault per page - never happens under the
- * kmem_cache lock.  New slabs for everything still missing come with the lock dropped and go
- * onto the partial list in one hold.
+ * Under the lock, whole freelists are detached (get_freelist: the slab keeps none, its
+ * inuse counts them as handed out) and never-used objects only counted out of their slab
+ * (carved advances); both are walked into objs[] after the unlock, so neither a free
+ * object's link nor the first touch of new memory - a page fault per page - happens under
+ * the kmem_cache lock.  Only a freelist longer than the room left is cut under the lock.
+ * New slabs for what is still missing come with the lock dropped and go onto the partial
+ * list in one hold.  Carving stops at min (new memory is touched only for what is asked
+ * for); freelists are taken up to max.
  */
-unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key)
+unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, uint32_t owner)
 {
 	struct kmem_cache *s = kmem_cache_of(cls);
-	void *first = NULL, **link = &first;
 	struct {
-		char *addr;
-		unsigned n;
-	} carve[CARVE_RANGES];
-	unsigned got = 0, ncarve = 0;
+		char *addr; /* a carved run, or a detached freelist's first object */
+		struct page *pg; /* NULL for a carved run */
+		unsigned n, at;	 /* objects, and where they go in objs */
+	} run[CARVE_RANGES + FREELISTS];
+	unsigned got = 0, nrun = 0, ncarve = 0;
 	cache_lock(s);
-	while (got < want) {
+	while (got < min) {
 		if (list_empty(&s->partial)) {
 			struct page *fresh[NEW_SLABS_MAX];
-			unsigned need = (want - got + s->objects - 1) / s->objects, nf = 0;
+			unsigned need = (min - got + s->objects - 1) / s->objects, nf = 0;
 			need = MIN(need, NEW_SLABS_MAX);
 			cache_unlock(s);
 			while (nf < need && (fresh[nf] = new_slab(s)) != NULL)
@@ -344,20 +347,29 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 			}
 		}
 		struct page *pg = (struct page *)s->partial.next;
-		while (got < want && pg->freelist) {
+		unsigned f = pg->freelist ? slab_nr_free(s, pg) : 0;
+		if (owner)
+			__atomic_store_n(&pg->slab_owner, owner, __ATOMIC_RELAXED);
+		if (f && f <= max - got && nrun - ncarve < FREELISTS) {
+			run[nrun++] = (typeof(run[0])){ pg->freelist, pg, f, got };
+			pg->freelist = NULL;
+			pg->inuse += f;
+			got += f;
+		}
+		while (got < max && pg->freelist) { /* the rest of a list too long to take */
 			void *o = pg->freelist;
 			vg_open_obj(o);
 			pg->freelist = slab_fl_next(s, pg, o);
-			link_obj(&first, &link, o, key);
+			objs[got++] = o;
 			pg->inuse++;
-			got++;
 		}
-		if (got < want && pg->carved < s->objects) {
+		if (got < min && pg->carved < s->objects) {
 			if (ncarve == CARVE_RANGES)
 				break; /* (not with today's sizes: a call takes <= 128 objects) */
-			unsigned k = MIN(want - got, s->objects - pg->carved);
-			carve[ncarve].addr = pg->addr + (size_t)pg->carved * s->size;
-			carve[ncarve++].n = k;
+			unsigned k = MIN(min - got, s->objects - pg->carved);
+			run[nrun++] = (typeof(run[0])){ pg->addr + (size_t)pg->carved * s->size, NULL,
+						       k, got };
+			ncarve++;
 			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + k), __ATOMIC_RELAXED);
 			pg->inuse += k;
 			got += k;
@@ -369,28 +381,42 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key
 		}
 	}
 	cache_unlock(s);
-	for (unsigned r = 0; r < ncarve; r++) {
-		for (unsigned j = 0; j < carve[r].n; j++) {
-			void *o = carve[r].addr + (size_t)j * s->size;
-			vg_open_obj(o);
-			link_obj(&first, &link, o, key);
+	for (unsigned r = 0; r < nrun; r++) {
+		void **dst = &objs[run[r].at];
+		if (run[r].pg) { /* a detached freelist: exactly n objects, NULL-terminated */
+			void *o = run[r].addr;
+			for (unsigned j = 0; j < run[r].n; j++) {
+				if (unlikely(!o))
+					pcpm_freelist_corrupt("malloc", dst[j - 1]);
+				vg_open_obj(o);
+				dst[j] = o;
+				o = slab_fl_next(s, run[r].pg, o);
+			}
+			if (unlikely(o))
+				pcpm_freelist_corrupt("malloc", dst[run[r].n - 1]);
+		} else {
+			for (unsigned j = 0; j < run[r].n; j++) {
+				dst[j] = run[r].addr + (size_t)j * s->size;
+				vg_open_obj(dst[j]);
+			}
 		}
 	}
-	if (link != &first)
-		fl_store(link, NULL);
-	*head = first;
+	for (unsigned i = 0; i < got; i++)
+		((uintptr_t *)objs[i])[1] = pcpm_free_key;
 	return got;
 }
 
-/* Puts o back on its slab's freelist.  Cache lock held.  Returns the slab when it became
- * empty and should go back to the pcp (the caller discards it after unlocking). */
-static struct page *__slab_free_one(struct kmem_cache *s, void *o, struct page *pg)
+/* Puts the chain first..last (n objects of slab pg, linked first to last, last's link
+ * unset) on pg's freelist.  Cache lock held.  Returns the slab when it became empty and
+ * should go back to the pcp (the caller discards it after unlocking). */
+static struct page *__slab_free_chain(struct kmem_cache *s, struct page *pg, void *first,
+				      void *last, unsigned n)
 {
 	bool was_full = !slab_has_free(s, pg);
-	fl_store(o, pg->freelist);
-	vg_close_obj(o);
-	pg->freelist = o;
-	pg->inuse--;
+	fl_store(last, pg->freelist);
+	vg_close_obj(last);
+	pg->freelist = first;
+	pg->inuse = (uint16_t)(pg->inuse - n);
 	if (was_full) {
 		list_add_tail(&pg->lru, &s->partial);
 		s->nr_partial++;
@@ -403,6 +429,11 @@ static struct page *__slab_free_one(struct kmem_cache *s, void *o, struct page *
 		return pg;
 	}
 	return NULL;
+}
+
+static inline struct page *__slab_free_one(struct kmem_cache *s, void *o, struct page *pg)
+{
+	return __slab_free_chain(s, pg, o, o, 1);
 }
 
 /* Objects freed by signal handlers while the lock was taken: put them back (empty slabs
@@ -458,7 +489,7 @@ void *slab_alloc_nested(unsigned cls)
 
 void slab_free_nested(void *o, struct page *head)
 {
-	struct kmem_cache *s = head->slab_cache;
+	struct kmem_cache *s = slab_cache_of(head);
 	if (lockstat_trylock(&s->lock, &s->ls)) {
 		uint32_t min = s->min_partial;
 		s->min_partial = UINT32_MAX; /* no pcp call from a signal handler */
@@ -475,35 +506,64 @@ void slab_free_nested(void *o, struct page *head)
 						      memory_order_relaxed));
 }
 
-void slab_free_bulk(unsigned cls, void *head, unsigned n)
+/* One slab's objects of a slab_free_bulk call, linked before the lock is taken. */
+struct detached {
+	struct page *pg;
+	void *first, *last;
+	unsigned n;
+};
+
+/* Splices the chains onto their slabs in one lock hold, then discards the slabs that became
+ * empty (at most one per chain). */
+static void free_detached(struct kmem_cache *s, struct detached *d, unsigned nd)
 {
-	struct kmem_cache *s = &pcpm_caches[cls];
-	struct page *empty[16];
+	struct page *empty[FREELISTS];
 	unsigned nempty = 0;
 	cache_lock(s);
-	for (void *o = head; n && o; n--) {
-		void *next = n > 1 ? fl_decode(o, "free") : NULL;
-		struct page *pg = pcpm_page_of(o);
-		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls))
-			pcpm_freelist_corrupt("free", o);
-		pg = pg->slab_head;
-		uint32_t min = s->min_partial;
-		if (nempty == 16)
-			s->min_partial = UINT32_MAX;
-		struct page *e = __slab_free_one(s, o, pg);
-		s->min_partial = min;
+	for (unsigned i = 0; i < nd; i++) {
+		struct page *e = __slab_free_chain(s, d[i].pg, d[i].first, d[i].last, d[i].n);
 		if (e)
 			empty[nempty++] = e;
-		o = next;
 	}
 	cache_unlock(s);
 	for (unsigned i = 0; i < nempty; i++)
 		discard_slab(s, empty[i]);
 }
 
+void slab_free_bulk(unsigned cls, void *const *objs, unsigned n)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	struct detached d[FREELISTS];
+	unsigned nd = 0;
+	for (unsigned i = 0; i < n; i++) {
+		void *o = objs[i];
+		struct page *pg = pcpm_page_of(o);
+		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls))
+			pcpm_freelist_corrupt("free", o);
+		pg = pg->slab_head;
+		unsigned k = 0;
+		while (k < nd && d[k].pg != pg)
+			k++;
+		if (k == FREELISTS) { /* more slabs than chains: these go first */
+			free_detached(s, d, nd);
+			nd = k = 0;
+		}
+		if (k == nd) {
+			d[nd++] = (struct detached){ pg, o, o, 1 };
+			continue;
+		}
+		fl_store(o, d[k].first);
+		vg_close_obj(o);
+		d[k].first = o;
+		d[k].n++;
+	}
+	if (nd)
+		free_detached(s, d, nd);
+}
+
 bool slab_object_is_free(struct page *head, const void *p)
 {
-	struct kmem_cache *s = head->slab_cache;
+	struct kmem_cache *s = slab_cache_of(head);
 	bool found = false;
 	cache_lock(s);
 	unsigned limit = s->objects;

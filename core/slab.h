@@ -51,6 +51,8 @@ struct kmem_cache {
 	uint32_t order;	      /* slab order (pages = 2^order) */
 	uint32_t reciprocal;  /* 2^32 / size + 1: exact object index for offsets < 2^17 */
 	uint32_t cls;	      /* index in pcpm_caches */
+	uint32_t hidden;      /* objects of a slab never handed out nor on its freelist
+			       * (SLAB_HIDE_FIRST's object 0, SLAB_FREELIST_RANDOM's two ends) */
 	/* written under lock */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	uint32_t nr_partial;  /* slabs on partial */
@@ -64,6 +66,12 @@ struct kmem_cache {
 } PCPM_CACHELINE_ALIGNED;
 
 extern struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
+/* The cache of a slab (its head or any page's descriptor: every page carries cls). */
+static inline struct kmem_cache *slab_cache_of(const struct page *pg)
+{
+	return &pcpm_caches[pg->cls];
+}
+
 /* The cache of class cls, set up (kmem_cache_create) at its first use; thread-safe. */
 struct kmem_cache *kmem_cache_of(unsigned cls);
 extern uint8_t pcpm_small_class[NR_SMALL_LOOKUP];
@@ -133,18 +141,24 @@ unsigned size_to_class_slow(size_t n);
 void pcpm_slab_init(unsigned flags);
 
 /*
- * Takes up to want objects of class cls, threads them into a list through their first
- * word (tail's link NULL) and returns how many; *head receives the list.  Each object's
- * second word is set to key (the "is free" mark the double-free check reads).
- * 0 means out of memory.
+ * Takes at least min and at most max objects of class cls into objs[] (fewer than min only
+ * when memory is exhausted: 0 then) and returns how many; each is marked free (its second
+ * word pcpm_free_key, the mark the double-free check reads).  Whole slab freelists are
+ * detached under the kmem_cache lock (SLUB's get_freelist) and walked, like never-used
+ * objects, after it is dropped: no free object's memory is touched under the lock.
+ * owner: the CPU slot + 1 whose sheaves take the objects, recorded in each slab taken from
+ * (slab_owner: frees on other CPUs send the objects there); 0 leaves it as it is.
  */
-unsigned slab_alloc_bulk(unsigned cls, unsigned want, void **head, uintptr_t key);
+unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, uint32_t owner);
 
 /*
- * Gives back n objects (a list through their first word) of class cls.  Objects are
- * validated by the caller.  Empty slabs beyond min_partial go back to the pcp.
+ * Gives back the n objects of class cls in objs[] (each carrying the free mark; the array
+ * is read, not kept).  They are linked into one chain per slab before the kmem_cache lock
+ * is taken (the kernel's build_detached_freelist); under it each chain is spliced onto its
+ * slab's freelist.  Empty slabs beyond min_partial go back to the pcp.  Aborts on an object
+ * that is not one of the class's (a corrupted cache).
  */
-void slab_free_bulk(unsigned cls, void *head, unsigned n);
+void slab_free_bulk(unsigned cls, void *const *objs, unsigned n);
 
 /*
  * Object index of p in its slab, or -1 when p is not the start of an object.  head is

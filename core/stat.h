@@ -47,6 +47,9 @@
 	X(barn_lock_busiest)	/* acquisitions of the barn lock taken most */                    \
 	X(sheaf_refills)	/* CPU sheaves refilled from a barn or the slabs */               \
 	X(sheaf_flushes)	/* full CPU sheaves given to a barn or the slabs */               \
+	X(sheaf_decayed)	/* objects idle sheaves and barns gave back on the decay period */ \
+	X(sheaf_remote_frees)	/* objects freed on another CPU sent home to their owner's inbox */ \
+	X(sheaf_inbox_drains)	/* inboxes taken whole by their CPU (or by decay and flushes) */  \
 	X(sheaf_lock_contended)	/* CPU sheaf trylock failures (the slabs were used instead) */   \
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \

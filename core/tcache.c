@@ -34,6 +34,8 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
  * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
  */
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
+/* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
+static size_t nr_slots PCPM_READ_MOSTLY;
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
@@ -72,6 +74,7 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 		 * live on the slow paths; secure mode, whose checks do) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && fast_stacks ? (uint16_t)cap : 0;
 		mode_cap[c] = pcpm_cfg.tcache && mode_stacks ? (uint16_t)cap : 0;
+		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
 	}
 	pthread_key_create(&tc_key, tcache_thread_exit);
 }
@@ -103,8 +106,8 @@ static inline unsigned mode_batch_for(unsigned cls)
 	return half < fbatch ? (half ? half : 1) : fbatch;
 }
 
-/* A cache for the calling thread: one an exited thread left, or fresh metadata; NULL when
- * out of memory. */
+/* A cache for the calling thread: one an exited thread left, or fresh metadata (the struct,
+ * then its slot area); NULL when out of memory. */
 static struct tcache *tcache_get(void)
 {
 	pcpm_lock(&registry_lock);
@@ -114,9 +117,25 @@ static struct tcache *tcache_get(void)
 	pcpm_unlock(&registry_lock);
 	if (tc)
 		memset(tc, 0, sizeof(*tc));
-	else
-		tc = pcpm_meta_alloc(sizeof(*tc)); /* zeroed */
+	else if (!(tc = pcpm_meta_alloc(sizeof(*tc) + nr_slots * sizeof(void *)))) /* zeroed */
+		return NULL;
+	tc->slots = (void **)(tc + 1);
 	return tc;
+}
+
+/* The capacity in force of a stack (at most the array it was set up with). */
+static inline void bin_set_cap(struct tcache_bin *b, unsigned cap)
+{
+	b->full = (uint16_t)(b->empty - cap * sizeof(void *));
+}
+
+/* An empty stack whose array is the max slots from *next on; advances *next. */
+static void bin_init(struct tcache_bin *b, void ***next, unsigned max)
+{
+	*next += max;
+	b->top = *next;
+	b->empty = (uint16_t)(uintptr_t)*next;
+	bin_set_cap(b, max);
 }
 
 void tcache_setup(void)
@@ -126,9 +145,11 @@ void tcache_setup(void)
 	struct tcache *tc = tcache_get();
 	if (!tc)
 		return; /* no cache: every call goes to the slabs, and set-up is tried again */
+	void **next = tc->slots;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		tc->bins[c].avail = tc->cap[c] = pcpm_tcache_cap[c];
-		tc->sbins[c].avail = mode_cap[c];
+		tc->cap[c] = pcpm_tcache_cap[c];
+		bin_init(&tc->bins[c], &next, pcpm_tcache_cap[c]);
+		bin_init(&tc->sbins[c], &next, mode_cap[c]);
 	}
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
@@ -142,43 +163,57 @@ void tcache_setup(void)
 	pthread_setspecific(tc_key, tc);
 }
 
-/* Objects in the cache to the slab: the n on top of the stack. */
 static inline unsigned bin_count(struct tcache *tc, unsigned cls)
 {
-	return tc->cap[cls] - tc->bins[cls].avail;
+	return tcache_bin_count(&tc->bins[cls]);
 }
 
-/* Objects on the front end's stack of class cls. */
-static inline unsigned sbin_count(struct tcache *tc, unsigned cls)
+/*
+ * Gives n objects of stack b (at most all it holds) back to the slab layer: the oldest (its
+ * bottom; the rest move down), so the recently freed objects, warm in this CPU's caches,
+ * stay for the next allocations (jemalloc's cache_bin flush keeps them too); or, with
+ * newest, the top ones (a front end's stacks: secure mode's freed slots reach the slab's
+ * random order sooner).
+ */
+static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n,
+			bool newest)
 {
-	return tc->sbins[cls].avail > mode_cap[cls] || !tc->sbins[cls].head
-		       ? 0
-		       : mode_cap[cls] - tc->sbins[cls].avail;
+	unsigned count = tcache_bin_count(b);
+	if (n > count)
+		n = count;
+	if (!n)
+		return;
+	void **top = b->top, **bottom = top + count;
+	if (newest) {
+		sheaf_free_bulk(cls, top, n);
+	} else {
+		sheaf_free_bulk(cls, bottom - n, n);
+		memmove(top + n, top, (size_t)(count - n) * sizeof(void *));
+	}
+	b->top = top + n;
+	tc->flushes++;
 }
-
-static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n);
 
 static void flush_bin(struct tcache *tc, unsigned cls, unsigned n)
 {
-	struct tcache_bin *b = &tc->bins[cls];
-	if (n > bin_count(tc, cls))
-		n = bin_count(tc, cls);
-	flush_stack(tc, b, cls, n);
+	flush_stack(tc, &tc->bins[cls], cls, n, false);
 }
 
-/* Gives the n objects on top of stack b back to the slab. */
-static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned n)
+/*
+ * Fills stack b with up to want objects of class cls from the slab layer (want <= its room);
+ * how many (0: memory is exhausted).  They are written below the top, then moved up to it
+ * when fewer came.
+ */
+static unsigned refill_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, unsigned want)
 {
-	if (!n)
-		return;
-	void *first = b->head, *last = first;
-	for (unsigned i = 1; i < n; i++)
-		last = fl_decode(last, "free");
-	b->head = fl_decode(last, "free");
-	fl_store(last, NULL);
-	b->avail += n;
-	tc->flushes++;
-	sheaf_free_bulk(cls, first, n);
+	void **dst = b->top - want;
+	unsigned got = sheaf_alloc_bulk(cls, want, dst);
+	if (got < want)
+		memmove(b->top - got, dst, (size_t)got * sizeof(void *));
+	b->top -= got;
+	if (got)
+		tc->refills++;
+	return got;
 }
 
 /*
@@ -190,7 +225,7 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
  * frees (kernel-pcp.md §6), the whole stack goes back and the capacity drops to one batch
  * until the thread allocates this class again (refill restores it) or allocates anything
  * before the next flush.  xthread-small: 16 classes x 45-60 objects stayed in the
- * consumer's cache; now 0-15.  The fast path is unchanged: it only sees avail.
+ * consumer's cache; now 0-15.  The fast path is unchanged: it only sees the stack limits.
  */
 /*
  * The thread's mid-size stacks (classes above 4 KiB) hold more than mid_bytes: the
@@ -219,7 +254,7 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *b = &tc->bins[cls];
 	unsigned batch = batch_for(cls), full = pcpm_tcache_cap[cls];
-	if (b->avail)
+	if (!tcache_bin_full(b))
 		return; /* not full: the cache was just set up (the thread's first call frees) */
 	bool only_frees = tc->malloc_calls == tc->flush_mark;
 	tc->flush_mark = tc->malloc_calls;
@@ -227,10 +262,11 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 		flush_bin(tc, cls, batch);
 	} else if (only_frees) {
 		flush_bin(tc, cls, bin_count(tc, cls));
-		b->avail = tc->cap[cls] = (uint16_t)batch; /* empty stack, room for one batch */
+		tc->cap[cls] = (uint16_t)batch; /* empty stack, room for one batch */
+		bin_set_cap(b, batch);
 	} else if (tc->cap[cls] < full) {
-		b->avail += full - tc->cap[cls]; /* allocations resumed: room without a flush */
-		tc->cap[cls] = (uint16_t)full;
+		tc->cap[cls] = (uint16_t)full; /* allocations resumed: room without a flush */
+		bin_set_cap(b, full);
 	} else {
 		flush_bin(tc, cls, batch);
 	}
@@ -255,33 +291,28 @@ static void *__tcache_alloc_slow(unsigned cls)
 	void *head = tcache_pop(cls);
 	if (head)
 		return head;
-	if (tc->state != TC_ACTIVE) {
-		/* no cache (disabled, or after thread exit): one object straight from the slab */
-		if (!sheaf_alloc_bulk(cls, 1, &head, 0))
+	struct tcache_bin *b = &tc->bins[cls];
+	if (tc->state != TC_ACTIVE || !pcpm_tcache_cap[cls]) {
+		/* no cache (disabled, after thread exit, a class it does not hold): one object
+		 * straight from the slab layer */
+		if (!sheaf_alloc_bulk(cls, 1, &head))
 			return NULL;
-		atomic_fetch_add_explicit(&nocache_malloc, 1, memory_order_relaxed);
+		if (tc->state == TC_ACTIVE)
+			tc->malloc_calls++;
+		else
+			atomic_fetch_add_explicit(&nocache_malloc, 1, memory_order_relaxed);
 		((uintptr_t *)head)[1] = 0;
 		return head;
 	}
-	struct tcache_bin *b = &tc->bins[cls];
 	if (tc->cap[cls] < pcpm_tcache_cap[cls]) {
 		/* the thread allocates this class again: its full capacity back */
-		b->avail += pcpm_tcache_cap[cls] - tc->cap[cls];
 		tc->cap[cls] = pcpm_tcache_cap[cls];
+		bin_set_cap(b, tc->cap[cls]);
 	}
-	unsigned want = batch_for(cls);
-	if (want > b->avail)
-		want = b->avail;
-	unsigned got = sheaf_alloc_bulk(cls, want ? want : 1, &head, pcpm_free_key);
-	if (!got)
+	unsigned want = MIN(batch_for(cls), tcache_bin_room(b));
+	if (!refill_stack(tc, b, cls, want))
 		return NULL;
-	tc->refills++;
-	/* hand out the first, keep the rest */
-	void *p = head;
-	b->head = fl_decode(p, "malloc");
-	b->avail -= got - 1;
-	((uintptr_t *)p)[1] = 0;
-	tc->malloc_calls++;
+	void *p = tcache_bin_pop(tc, b); /* hand out the newest, keep the rest */
 	tcache_mid_trim(tc, cls);
 	return p;
 }
@@ -310,9 +341,8 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	tcache_ensure();
 	if (tc->state != TC_ACTIVE) {
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		fl_store(p, NULL);
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
-		sheaf_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, &p, 1);
 		return;
 	}
 	if (likely(pcpm_tcache_cap[cls]))
@@ -320,34 +350,24 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		fl_store(p, NULL);
-		sheaf_free_bulk(cls, p, 1);
+		sheaf_free_bulk(cls, &p, 1);
 	}
 }
 
 bool tcache_mode_ready(struct tcache *tc, unsigned cls)
 {
-	struct tcache_bin *sb = &tc->sbins[cls];
-	return tc->state == TC_ACTIVE && sb->avail <= mode_cap[cls] && (sb->head || sb->avail);
+	return tc->state == TC_ACTIVE && mode_cap[cls];
 }
 
 bool tcache_mode_refill(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *sb = &tc->sbins[cls];
-	unsigned want = mode_batch_for(cls);
-	if (want > sb->avail)
-		want = sb->avail;
-	unsigned got = sheaf_alloc_bulk(cls, want, &sb->head, pcpm_free_key);
-	if (!got)
-		return false;
-	sb->avail -= got;
-	tc->refills++;
-	return true;
+	return refill_stack(tc, sb, cls, MIN(mode_batch_for(cls), tcache_bin_room(sb))) != 0;
 }
 
 void tcache_mode_flush(struct tcache *tc, unsigned cls)
 {
-	flush_stack(tc, &tc->sbins[cls], cls, mode_batch_for(cls));
+	flush_stack(tc, &tc->sbins[cls], cls, mode_batch_for(cls), true);
 }
 
 void tcache_count_slow(bool is_free)
@@ -372,21 +392,16 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 	for (struct tcache *tc = registry; tc && !found; tc = tc->next) {
 		if (tc == tcache_self())
 			continue;
-		/* the fast stacks, else a front end's: one of the two is in use */
+		/* the fast stacks, else a front end's: one of the two is in use; the stack's
+		 * top is read once and the walk bounded by its array, whose slots stay
+		 * allocator metadata (a stale read finds a stale pointer, never a fault) */
 		bool fast = pcpm_tcache_cap[cls] != 0;
-		const void *o = __atomic_load_n(fast ? &tc->bins[cls].head : &tc->sbins[cls].head,
-						__ATOMIC_RELAXED);
-		for (unsigned n = fast ? pcpm_tcache_cap[cls] : mode_cap[cls]; o && n; n--) {
-			struct page *pg = pcpm_page_of(o);
-			if (((uintptr_t)o & 15) || !pg || pg->state != PG_SLAB || pg->cls != cls)
-				break;
-			if (o == p) {
-				found = true;
-				break;
-			}
-			uintptr_t v = __atomic_load_n((const uintptr_t *)o, __ATOMIC_RELAXED);
-			o = (const void *)(v ^ (uintptr_t)o ^ pcpm_link_key);
-		}
+		struct tcache_bin *b = fast ? &tc->bins[cls] : &tc->sbins[cls];
+		void **top = __atomic_load_n(&b->top, __ATOMIC_RELAXED);
+		uint16_t n = (uint16_t)(b->empty - (uint16_t)(uintptr_t)top) / sizeof(void *);
+		unsigned max = fast ? pcpm_tcache_cap[cls] : mode_cap[cls];
+		for (unsigned i = 0; top && i < n && i < max && !found; i++)
+			found = __atomic_load_n(&top[i], __ATOMIC_RELAXED) == p;
 	}
 	pcpm_unlock(&registry_lock);
 	return found;
@@ -398,14 +413,11 @@ void tcache_check_double_free(void *p, struct page *head, const char *call)
 		return; /* the confirmation takes locks; a signal handler may not wait for them */
 	struct tcache *tc = tcache_self();
 	unsigned cls = head->cls;
-	unsigned limit = tc->state == TC_ACTIVE ? bin_count(tc, cls) : 0;
-	for (void *o = tc->bins[cls].head; o && limit; o = fl_decode(o, call), limit--)
-		if (o == p)
-			pcpm_fatal("%s(): double free %p", call, p);
-	limit = tc->state == TC_ACTIVE ? sbin_count(tc, cls) : 0;
-	for (void *o = tc->sbins[cls].head; o && limit; o = fl_decode(o, call), limit--)
-		if (o == p)
-			pcpm_fatal("%s(): double free %p", call, p);
+	struct tcache_bin *own[2] = { &tc->bins[cls], &tc->sbins[cls] };
+	for (unsigned k = 0; k < 2 && tc->state == TC_ACTIVE; k++)
+		for (unsigned i = 0, n = tcache_bin_count(own[k]); i < n; i++)
+			if (own[k]->top[i] == p)
+				pcpm_fatal("%s(): double free %p", call, p);
 	if (slab_object_is_free(head, p) || sheaf_holds(cls, p))
 		pcpm_fatal("%s(): double free %p", call, p);
 	if (tcache_in_other_cache(p, cls))
@@ -418,7 +430,7 @@ void tcache_flush_all(struct tcache *tc)
 		return;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		flush_bin(tc, c, bin_count(tc, c));
-		flush_stack(tc, &tc->sbins[c], c, sbin_count(tc, c));
+		flush_stack(tc, &tc->sbins[c], c, tcache_bin_count(&tc->sbins[c]), true);
 	}
 	/* the front end's quarantine: its objects are free already (marked, link zero) */
 	for (unsigned i = 0; i < TC_RING; i++) {
@@ -427,8 +439,7 @@ void tcache_flush_all(struct tcache *tc)
 			continue;
 		tc->ring[i] = NULL;
 		((uintptr_t *)p)[1] = pcpm_free_key;
-		fl_store(p, NULL);
-		slab_free_bulk(tc->ring_cls[i], p, 1);
+		slab_free_bulk(tc->ring_cls[i], &p, 1);
 	}
 }
 
@@ -443,8 +454,8 @@ static void tcache_thread_exit(void *arg)
 		return; /* (nolock child: the flush would wait; the objects stay cached) */
 	pcpm_inside = 1; /* to the end of the thread */
 	tcache_flush_all(tc);
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-		tc->bins[c].avail = tc->sbins[c].avail = 0;
+	memset(tc->bins, 0, sizeof(tc->bins)); /* empty and full: the slow paths, no cache */
+	memset(tc->sbins, 0, sizeof(tc->sbins));
 	tc->state = TC_DEAD;
 	pcpm_lock(&registry_lock);
 	if (tc->prev)
@@ -512,14 +523,11 @@ size_t tcache_cached_bytes(void)
 	pcpm_lock(&registry_lock);
 	for (struct tcache *tc = registry; tc; tc = tc->next) {
 		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-			/* racy reads of another thread's stacks: a snapshot, as mallinfo is */
-			uint32_t cap = tc->cap[c], a = tc->bins[c].avail, sa = tc->sbins[c].avail;
-			size_t n = 0;
-			if (tc->bins[c].head && a < cap) /* an empty or unset stack holds none */
-				n += cap - a;
-			if (tc->sbins[c].head && sa < cap)
-				n += cap - sa;
-			bytes += n * pcpm_class_size[c];
+			/* racy reads of another thread's stacks: a snapshot, as mallinfo is (a
+			 * count read mid-update is off by one object, never out of its array) */
+			unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
+				     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
+			bytes += (size_t)n * pcpm_class_size[c];
 		}
 	}
 	pcpm_unlock(&registry_lock);

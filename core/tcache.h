@@ -1,14 +1,18 @@
 /*
  * tcache.h - per-thread object caches: the allocation fast path (no lock, no atomic).
  *
- * Each thread has, per size class, a LIFO stack of free objects threaded through their
- * first word (safe-linked: fl_encode in slab.h), refilled from and flushed to the kmem_cache in batches of PCPMALLOC_FBATCH
- * objects (15, or 31 on machines with more than 64 CPUs: the pagevec / folio_batch size,
- * kernel-pcp.md §8, §12.7).  `avail` counts the free room of a stack; it is 0 before the
- * thread's cache is set up and after it was torn down at thread exit, which sends both
- * paths to the slow path without an extra test.  A free object's second word holds a
- * per-process key: free() of an object that carries it is checked for a double free.
- * Thread-safety: a thread touches only its own cache, except stats readers (racy reads).
+ * Each thread has, per size class, a LIFO stack of free objects: an array of pointers (as the
+ * kernel's sheaf, `void *objects[]`, and jemalloc's cache_bin), so a refill and a flush are
+ * copies and no free object's memory carries a link the allocator follows.  Refilled from
+ * and flushed to the slab layer (its per-CPU sheaves) in batches of PCPMALLOC_FBATCH objects
+ * (15, or 31 on machines with more than 64 CPUs: the pagevec / folio_batch size,
+ * kernel-pcp.md §8, §12.7); a flush gives back the oldest objects (the bottom of the
+ * stack) and keeps the recently freed, cache-hot ones.  Before the thread's cache is set up
+ * and after it was torn down at thread exit, every stack reads as empty and full at once,
+ * which sends both paths to the slow path without an extra test.  A free object's second
+ * word holds a per-process key: free() of an object that carries it is checked for a double
+ * free.  Thread-safety: a thread touches only its own cache, except stats readers and the
+ * double-free search (racy reads of the arrays, bounded).
  */
 #ifndef PCPM_TCACHE_H
 #define PCPM_TCACHE_H
@@ -16,10 +20,40 @@
 #include "nested.h"
 #include "sheaf.h"
 
+/*
+ * One stack.  Its slots are the array [bottom - max, bottom) of the thread's slot area; the
+ * stack grows down from `bottom`, `top` points at the object the next pop returns.  Only the
+ * low 16 bits of the two limits are kept (an array spans less than 64 KiB, so they are
+ * unique within it): `top` at `empty` means no object, at `full` no room under the capacity
+ * in force.  16 bytes, as the list head and count it replaced; a zeroed bin (no slots) is
+ * empty and full at once.
+ */
 struct tcache_bin {
-	void *head;	/* top of the stack */
-	uint32_t avail; /* room left before a flush: cap - objects on the stack */
+	void **top;	/* next object to pop; objects at [top, bottom) */
+	uint16_t empty; /* (uint16_t)bottom */
+	uint16_t full;	/* (uint16_t)(bottom - capacity in force) */
 };
+
+static inline __attribute__((always_inline)) bool tcache_bin_empty(const struct tcache_bin *b)
+{
+	return (uint16_t)(uintptr_t)b->top == b->empty;
+}
+
+static inline __attribute__((always_inline)) bool tcache_bin_full(const struct tcache_bin *b)
+{
+	return (uint16_t)(uintptr_t)b->top == b->full;
+}
+
+/* Objects on the stack, and room left under the capacity in force. */
+static inline unsigned tcache_bin_count(const struct tcache_bin *b)
+{
+	return (uint16_t)(b->empty - (uint16_t)(uintptr_t)b->top) / sizeof(void *);
+}
+
+static inline unsigned tcache_bin_room(const struct tcache_bin *b)
+{
+	return (uint16_t)((uint16_t)(uintptr_t)b->top - b->full) / sizeof(void *);
+}
 
 enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
 
@@ -28,7 +62,7 @@ enum { TC_UNINIT = 0, TC_ACTIVE = 1, TC_DEAD = 2 };
 struct tcache {
 	struct tcache_bin bins[NR_SIZE_CLASSES];
 	/* a front end's own stacks (secure mode's; the fast path never sees them, bins stay
-	 * empty then), same layout; avail = room left (capacity as bins' in the default mode) */
+	 * empty then), same layout (capacity as bins' in the default mode) */
 	struct tcache_bin sbins[NR_SIZE_CLASSES];
 	uint64_t malloc_calls, free_calls;
 	uint64_t refills, flushes, large_allocs;
@@ -38,6 +72,7 @@ struct tcache {
 	 * the thread only frees: tcache_free_slow), and malloc_calls at the last flush */
 	uint16_t cap[NR_SIZE_CLASSES];
 	uint64_t flush_mark;
+	void **slots; /* the stacks' arrays: metadata after the struct, bins' then sbins' */
 	/* a front end's quarantine of freed objects (secure mode): each free puts its object
 	 * in a random slot of the ring and takes out the one that was there (tcache_ring_swap);
 	 * flushed with the stacks */
@@ -69,9 +104,9 @@ extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 static inline __attribute__((always_inline)) void *tcache_bin_pop(struct tcache *tc,
 								  struct tcache_bin *b)
 {
-	void *p = b->head;
-	b->head = fl_decode(p, "malloc");
-	b->avail++;
+	void **t = b->top;
+	void *p = *t;
+	b->top = t + 1;
 	((uintptr_t *)p)[1] = 0;
 	tc->malloc_calls++;
 	return p;
@@ -80,11 +115,10 @@ static inline __attribute__((always_inline)) void *tcache_bin_pop(struct tcache 
 static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache *tc,
 								  struct tcache_bin *b, void *p)
 {
-	uintptr_t key = pcpm_free_key;
-	fl_store(p, b->head);
-	((uintptr_t *)p)[1] = key;
-	b->head = p;
-	b->avail--;
+	void **t = b->top - 1;
+	((uintptr_t *)p)[1] = pcpm_free_key;
+	*t = p;
+	b->top = t;
 	tc->free_calls++;
 }
 
@@ -93,7 +127,7 @@ static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->bins[cls];
-	if (likely(b->head))
+	if (likely(!tcache_bin_empty(b)))
 		return tcache_bin_pop(tc, b);
 	return NULL;
 }
@@ -107,7 +141,7 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 {
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->bins[cls];
-	if (likely(b->avail)) {
+	if (likely(!tcache_bin_full(b))) {
 		tcache_bin_push(tc, b, p);
 		return true;
 	}

@@ -117,9 +117,9 @@ static size_t vg_block_usable(const void *p, struct page *pg)
 		if (pg->state == PG_SLAB) {
 			struct page *head = pg->slab_head;
 			long idx = slab_obj_index(head, p);
-			if (idx < 0 || (idx == 0 && head->slab_cache->objects > 1))
+			if (idx < 0 || (idx == 0 && slab_cache_of(head)->objects > 1))
 				return 0; /* object 0 is never handed out in this mode */
-			return head->slab_cache->size;
+			return slab_cache_of(head)->size;
 		}
 		if (pg->state == PG_LARGE && p == page_address(pg))
 			return (size_t)pg->npages << PAGE_SHIFT;

@@ -6,6 +6,7 @@
 #include "vmstat.h"
 #include "config.h"
 #include "huge.h"
+#include "sheaf.h"
 #include "topology.h"
 
 #include <linux/futex.h>
@@ -34,11 +35,13 @@ static bool need_update(void)
 		if (pcpm_zones[n].dirty_pages)
 			return true;
 	}
-	return huge_cache_resident() > 0; /* freed mappings not yet purged (huge_cache_decay) */
+	/* freed mappings not yet purged (huge_cache_decay), objects on sheaves (sheaf_decay) */
+	return huge_cache_resident() > 0 || sheaf_pending();
 }
 
 void pcpm_periodic(uint64_t now)
 {
+	sheaf_decay(now); /* first: what idle sheaves give back reaches the pcps below */
 	pcp_decay_all(now);
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++)

@@ -2,11 +2,13 @@
  * blocks of random size in [s, S], writes a header, and passes them through a ring (a
  * single-producer single-consumer queue) to its consumer, which checks the header, touches
  * every page of the block and frees it.  Every free is remote.  With -s 8192 -S 32768 this is
- * the cross-CPU high-order case (order 1..3 pages); with small sizes, cross-thread small free. */
+ * the cross-CPU high-order case (order 1..3 pages); with small sizes, cross-thread small free.
+ * With -i MS the process then stays idle MS milliseconds (the threads gone) and reports its
+ * resident memory: what the allocator gives back once nothing runs (rss_idle_kib). */
 #include "wl.h"
 #include <sched.h>
 
-static long pairs = 1, ops = 2000000, lo = 16, hi = 256, ringsz = 256;
+static long pairs = 1, ops = 2000000, lo = 16, hi = 256, ringsz = 256, idle_ms = 0;
 
 struct ring {
 	void **slot;
@@ -60,8 +62,9 @@ int main(int argc, char **argv)
 {
 	struct wl_opt o[] = {{'p', "producer/consumer pairs", &pairs},
 			     {'n', "blocks per producer", &ops}, {'s', "smallest block (bytes)", &lo},
-			     {'S', "largest block (bytes)", &hi}, {'r', "ring slots", &ringsz}};
-	wl_parse(argc, argv, "cross-thread producer/consumer of blocks", o, 5);
+			     {'S', "largest block (bytes)", &hi}, {'r', "ring slots", &ringsz},
+			     {'i', "idle ms after the threads end, then RSS", &idle_ms}};
+	wl_parse(argc, argv, "cross-thread producer/consumer of blocks", o, 6);
 	if (pairs < 1 || ringsz < 1 || hi < lo || lo < 1)
 		return fprintf(stderr, "bad options\n"), 2;
 	struct ring *r = calloc(pairs, sizeof *r);
@@ -85,5 +88,12 @@ int main(int argc, char **argv)
 	free(r);
 	wl_report(hi > 4096 ? "xthread-large" : "xthread-small", (unsigned long long)pairs * ops,
 		  check, dt);
+	if (idle_ms > 0) {
+		long peak = wl_rss_kib();
+		struct timespec ts = { idle_ms / 1000, (idle_ms % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts))
+			;
+		printf("# xthread: rss_end_kib=%ld rss_idle_kib=%ld\n", peak, wl_rss_kib());
+	}
 	return 0;
 }

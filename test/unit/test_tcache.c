@@ -19,7 +19,7 @@ static unsigned cls;
 /* Objects on this thread's stack of class c. */
 static unsigned on_stack(unsigned c)
 {
-	return tcache_self()->cap[c] - tcache_self()->bins[c].avail;
+	return tcache_bin_count(&tcache_self()->bins[c]);
 }
 
 static void *consumer(void *arg)
