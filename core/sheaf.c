@@ -53,7 +53,10 @@ struct sheaf_pcs {
 	uint32_t low;
 	struct slab_sheaf *main, *spare;
 	uint8_t last_dir; /* the last barn exchange: SHEAF_ALLOC or SHEAF_FREE */
-} __attribute__((aligned(32)));
+	/* objects of this CPU's slabs taken from its inbox that main could not hold yet: a
+	 * chain (safe-linked), the lock holder's alone */
+	void *home;
+} __attribute__((aligned(64)));
 
 enum { SHEAF_ALLOC = 1, SHEAF_FREE = 2 };
 
@@ -75,7 +78,6 @@ struct sheaf_cpu {
 	_Atomic(void *) inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
 };
 
-#define SHEAF_MIN_CPUS 4 /* no sheaves on machines of this many CPUs or fewer */
 #define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
 #define BARN_BYTES (16UL << 20) /* objects a barn may hold */
 
@@ -105,20 +107,18 @@ static uint64_t decay_last_ms, decayed;
  * holds SHEAF_BYTES of objects, never fewer than the kernel's count nor more than 64 (128
  * above 64 CPUs), with SHEAF_BYTES growing with the CPUs as the pagevec does (15, then 31
  * above 64 CPUs) and calculate_order's min_objects: 16 KiB per CPU from 32 KiB to 1 MiB (64
- * CPUs and more).  Lock pressure grows with the CPUs, and so does a machine's memory; up to
- * SHEAF_MIN_CPUS there are none.  A pair then meets a
- * process-wide lock about 1000 / capacity times per 1000 calls.
+ * CPUs and more).  Lock pressure grows with the CPUs, and so does a machine's memory.
+ * Every machine has them: since objects go home a consumer's sheaves hold nothing, and on 2
+ * CPUs they took bench/scale.sh's kmem_cache lock acquisitions per 1000 calls from 154 to 25
+ * (churn 4-16 KiB), 923 to 31 (churn 16-32 KiB) and 971 to 1 (xthread 8-32 KiB) at the same
+ * peak RSS (until then machines of 4 CPUs or fewer had none: the sheaves held the consumers'
+ * memory, +20 % of xthread-large's peak on 2 CPUs).
  */
 static unsigned sheaf_capacity(uint32_t size)
 {
 	size_t kernel = size >= 4096 ? 4 : size >= 1024 ? 12 : size >= 256 ? 26 : 60;
 	size_t bytes = MIN(MAX((size_t)pcpm_nr_cpus << 14, (size_t)32 << 10), (size_t)1 << 20);
 	size_t max = pcpm_nr_cpus > 64 ? 128 : 64;
-	/* none on a machine of a few CPUs: there its few CPUs cannot saturate a kmem_cache
-	 * lock taken once per thread-cache batch (bench/scale.sh, 2 CPUs), and the sheaves
-	 * would hold memory (wl-churn's peak RSS +8 %, xthread-large's +20 % on 2 CPUs) */
-	if (pcpm_nr_cpus <= SHEAF_MIN_CPUS)
-		return 0;
 	return (unsigned)MIN(MAX(bytes / size, kernel), max);
 }
 
@@ -364,40 +364,53 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	return keep;
 }
 
-/*
- * This CPU's inbox of class cls, taken whole, into main and the spare (all to the slabs
- * with to_slabs: decay, flush).  Each object's descriptor is checked (a write after free into
- * a waiting object could bend its link): an object that is not one of the class's aborts.
- * What the two sheaves cannot hold goes to the slabs.  pcs lock held.
- */
-static void __inbox_drain(struct sheaf_pcs *pcs, unsigned cls, bool to_slabs)
+/* The next object of a chain of this CPU's objects (inbox, home), after checking o's
+ * descriptor: a write after free into a waiting object could bend its link, and an object
+ * that is not one of the class's aborts. */
+static inline void *home_next(void *o, unsigned cls)
 {
-	struct sheaf_cpu *sc = pcs_cpu(pcs, cls);
-	void *o = atomic_exchange_explicit(&sc->inbox[cls], NULL, memory_order_acquire);
-	void *buf[32];
-	unsigned nbuf = 0, cap = pcpm_sheaf_cap[cls];
-	if (!o)
-		return;
-	sc->inbox_drains++;
-	while (o) {
-		struct page *pg = pcpm_page_of(o);
-		if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
-			     slab_obj_index(pg->slab_head, o) < 0))
-			pcpm_freelist_corrupt("malloc", o);
-		void *next = fl_decode(o, "malloc");
-		struct slab_sheaf *m = pcs->main, *s = pcs->spare;
-		if (!to_slabs && m->size < cap) {
-			m->objects[m->size++] = o;
-		} else if (!to_slabs && s->size < cap) {
-			s->objects[s->size++] = o;
-		} else {
+	struct page *pg = pcpm_page_of(o);
+	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
+		     slab_obj_index(pg->slab_head, o) < 0))
+		pcpm_freelist_corrupt("malloc", o);
+	return fl_decode(o, "malloc");
+}
+
+/*
+ * An empty main filled from this CPU's objects that came home: the home chain, else the
+ * inbox taken whole (it becomes the home chain); what main cannot hold stays on the home
+ * chain for the next refill (mimalloc's local_free).  pcs lock held.
+ */
+static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
+{
+	void *o = pcs->home;
+	if (!o && (o = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+						memory_order_acquire)) != NULL)
+		pcs_cpu(pcs, cls)->inbox_drains++;
+	struct slab_sheaf *m = pcs->main;
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls))
+		m->objects[m->size++] = o;
+	pcs->home = o;
+}
+
+/* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
+static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
+{
+	void *buf[32], *chain[2] = {
+		pcs->home,
+		atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL, memory_order_acquire)
+	};
+	unsigned nbuf = 0;
+	pcs->home = NULL;
+	for (unsigned k = 0; k < 2; k++) {
+		for (void *o = chain[k], *next; o; o = next) {
+			next = home_next(o, cls); /* before o's link is the slab's */
 			buf[nbuf++] = o;
 			if (nbuf == 32) {
 				slab_free_bulk(cls, buf, nbuf);
 				nbuf = 0;
 			}
 		}
-		o = next;
 	}
 	if (nbuf)
 		slab_free_bulk(cls, buf, nbuf);
@@ -426,8 +439,9 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		pcs->main = pcs->spare;
 		pcs->spare = m;
 		m = pcs->main;
-	} else if (!m->size && atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls], memory_order_relaxed)) {
-		__inbox_drain(pcs, cls, false);
+	} else if (!m->size && (pcs->home || atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls],
+								 memory_order_relaxed))) {
+		__home_fill(pcs, cls);
 	} else if (!m->size) {
 		/* one sheaf for one: the CPU keeps an empty and a full one, the middle of its
 		 * window; two when its last exchange was an allocation too (a producer, which
@@ -522,7 +536,7 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 		return;
 	if (all ? (pcpm_lock(&pcs->lock), false) : !pcpm_trylock(&pcs->lock))
 		return;
-	__inbox_drain(pcs, cls, true); /* objects that came home meanwhile: idle too */
+	__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
 	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
 	unsigned n = all ? m->size + s->size : MIN(pcs->low, m->size + s->size);
 	unsigned from_spare = MIN(n, s->size), from_main = n - from_spare;
@@ -607,7 +621,8 @@ bool sheaf_pending(void)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
 			struct slab_sheaf *m, *s;
 			/* racy: a sheaf's size is read while its CPU may change it */
-			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed))
+			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed) ||
+			    __atomic_load_n(&sc->pcs[c].home, __ATOMIC_RELAXED))
 				return true;
 			if ((s = __atomic_load_n(&sc->pcs[c].spare, __ATOMIC_ACQUIRE)) &&
 			    (m = __atomic_load_n(&sc->pcs[c].main, __ATOMIC_RELAXED)) &&
@@ -641,8 +656,10 @@ bool sheaf_holds(unsigned cls, const void *p)
 		struct sheaf_pcs *pcs = &sc->pcs[cls];
 		pcpm_lock(&pcs->lock);
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
-		/* the inbox: stable below its head while the lock keeps its owner from taking
-		 * it; pushes only add in front */
+		/* the home chain, and the inbox: stable below its head while the lock keeps its
+		 * owner from taking it; pushes only add in front */
+		for (void *o = pcs->home; o && !found; o = fl_decode(o, "free"))
+			found = o == p;
 		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
 		     o && !found; o = fl_decode(o, "free"))
 			found = o == p;

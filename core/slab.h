@@ -28,7 +28,8 @@
  * slab wastes the step's rounding and the slab's tail.  The 32 KiB class is one order-3 block
  * per slab (no waste), as the page run it replaced, but its objects wait on the CPU sheaves
  * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14); without
- * sheaves (4 CPUs or fewer) 28-32 KiB stay page runs (pcpm_paged_max).  Above: page runs.
+ * sheaves (secure and memcheck mode, PCPMALLOC_SHEAVES=0) 28-32 KiB stay page runs
+ * (pcpm_paged_max).  Above: page runs.
  */
 #define SLAB_PAGED_MAX 32768
 #define SLAB_PAGED_STEP 4096
