@@ -75,20 +75,46 @@ static bool canary_bytes_ok(uint64_t c, const char *from, const char *to)
 
 /* ---- huge mappings --------------------------------------------------------------------- */
 
-/* The last page of the mapping is a guard (no VMA split where the kernel has
- * MADV_GUARD_INSTALL, so mremap still sees one mapping), the bytes between the request and
- * the guard carry the canary; a cached mapping handed out again is cleared. */
-static void *huge_arm(void *p, size_t size)
+/* The first 2^k bytes of the mapping (a page, or the alignment) and its last page are
+ * guards (no VMA split where the kernel has MADV_GUARD_INSTALL, so mremap still sees one
+ * mapping): an underflow or overflow of any length faults; the bytes between the request
+ * and the tail guard carry the canary; a cached mapping handed out again is cleared.
+ * Returns the block, base + 2^k. */
+static void *huge_arm(void *base, size_t size, unsigned k)
 {
-	if (!p)
+	if (!base)
 		return NULL;
-	struct region *r = pcpm_region_of(p);
-	r->req = size;
+	struct region *r = pcpm_region_of(base);
+	char *p = (char *)base + ((size_t)1 << k);
+	r->req = size | (uint64_t)k << HUGE_FRONT_SHIFT;
+	pcpm_os_guard_install(base, (size_t)1 << k);
 	pcpm_os_guard_install(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
 	if (r->dirty)
 		memset(p, 0, size);
-	secure_fill_canary(huge_base(r) + size, huge_base(r) + r->len - PAGE_SIZE);
+	secure_fill_canary(p + size, huge_base(r) + r->len - PAGE_SIZE);
 	return p;
+}
+
+/* A huge mapping for a block of n bytes aligned to align (>= 16): front guard, block,
+ * tail guard. */
+static void *huge_secure_alloc(size_t n, size_t align)
+{
+	unsigned k = align > PAGE_SIZE ? (unsigned)ilog2_ceil(align) : PAGE_SHIFT;
+	size_t hlen = ((size_t)1 << k) + ALIGN_UP(n, PAGE_SIZE) + PAGE_SIZE;
+	if (pcpm_nested())
+		return huge_arm(huge_alloc_nested(hlen, align), n, k);
+	/* mappings handlers freed: quarantined, not cached where their old pointers point */
+	huge_drain_deferred(huge_free_quarantined);
+	return huge_arm(huge_alloc(hlen, align), n, k);
+}
+
+/* The live huge mapping whose block is p, or NULL. */
+static struct region *huge_of(const char *p)
+{
+	struct region *r = pcpm_is_early(p) ? NULL : pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && huge_base(r) + huge_front(r) == p)
+		return r;
+	return NULL;
 }
 
 /* ---- page runs ------------------------------------------------------------------------- */
@@ -141,14 +167,8 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 		align = 16;
 	size_t off = 0;
 	int o = n > HUGE_THRESHOLD || align > HUGE_THRESHOLD ? -1 : run_order(n, align, &off);
-	if (o < 0 || unlikely(pcpm_nested())) {
-		size_t hlen = ALIGN_UP(n, PAGE_SIZE) + PAGE_SIZE;
-		if (pcpm_nested())
-			return huge_arm(huge_alloc_nested(hlen, align), n);
-		/* mappings handlers freed: quarantined, not cached where their old pointers point */
-		huge_drain_deferred(huge_free_quarantined);
-		return huge_arm(huge_alloc(hlen, align), n);
-	}
+	if (o < 0 || unlikely(pcpm_nested()))
+		return huge_secure_alloc(n, align);
 	struct page *h = secure_run_get((unsigned)o);
 	if (!h)
 		return NULL;
@@ -225,16 +245,18 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		secure_run_put(h, call);
 		return;
 	}
-	struct region *r = pcpm_is_early(p) ? NULL : pcpm_region_of(p);
-	if (r && r->kind == REGION_HUGE && huge_base(r) == p) {
+	struct region *r = huge_of(p);
+	if (r) {
+		size_t n = huge_req_size(r);
 		if (huge_state(r) != HUGE_LIVE)
 			secure_double_free(p, call);
-		secure_check_canary(p, huge_base(r) + r->req, huge_base(r) + r->len - PAGE_SIZE, call);
-		if (size != SECURE_NO_SIZE && size != r->req)
-			secure_size_mismatch(p, size, r->req, call);
+		secure_check_canary(p, p + n, huge_base(r) + r->len - PAGE_SIZE, call);
+		if (size != SECURE_NO_SIZE && size != n)
+			secure_size_mismatch(p, size, n, call);
 		tcache_count(true);
 		if (unlikely(pcpm_nested())) {
 			/* deferred, then cached like any mapping: no guard page inside it */
+			pcpm_os_guard_remove(huge_base(r), huge_front(r));
 			pcpm_os_guard_remove(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
 			huge_free_nested(r);
 			return;
@@ -270,12 +292,12 @@ size_t secure_large_size(const void *ptr, const char *call)
 			pcpm_bad_page_pointer(call, p, pg);
 		return run_check(p, h, call, SECURE_NO_SIZE);
 	}
-	struct region *r = pcpm_region_of(p);
-	if (!r || r->kind != REGION_HUGE || huge_base(r) != p)
+	struct region *r = huge_of(p);
+	if (!r)
 		pcpm_bad_pointer(call, p);
 	if (huge_state(r) != HUGE_LIVE)
 		secure_double_free(p, call);
-	return r->req;
+	return huge_req_size(r);
 }
 
 void *secure_large_resize(void *ptr, size_t size)
