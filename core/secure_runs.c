@@ -20,12 +20,12 @@
 /* Freed runs wait here, oldest out first: a freed address comes back after at least
  * LQ_SLOTS more frees of runs (or LQ_BYTES of them). */
 #define LQ_SLOTS 16
-#define LQ_BYTES (32UL << 20)
+#define LQ_BYTES (16UL << 20)
 /* Clean runs kept per order, and in all: enough for a working set of blocks that churn in
  * one size range (wl-glibc-thread: 16-32 KiB, order 3), little beside the default mode's
  * own pcp lists (RC_BYTES of resident zero pages at most). */
 #define RC_SLOTS 64
-#define RC_BYTES (32UL << 20)
+#define RC_BYTES (16UL << 20)
 
 static pcpm_lock_t runs_lock = PCPM_LOCK_INIT;
 static struct page *lq[LQ_SLOTS]; /* FIFO ring, under runs_lock */
