@@ -182,3 +182,18 @@ void secure_runs_drain(void)
 	for (unsigned i = 0; i < nout; i++)
 		run_release(out[i]);
 }
+
+void secure_runs_lock(void)
+{
+	pcpm_lock(&runs_lock);
+}
+
+void secure_runs_unlock(void)
+{
+	pcpm_unlock(&runs_lock);
+}
+
+void secure_runs_reset_lock(void)
+{
+	pcpm_lock_reset(&runs_lock);
+}

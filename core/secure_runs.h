@@ -33,5 +33,10 @@ void secure_run_put(struct page *h, const char *call);
 void secure_run_free_nested(struct page *h);
 /* Empties the quarantine and the cache back to the zone (malloc_trim, address space). */
 void secure_runs_drain(void);
+/* fork: the lock taken before fork, released in the parent, reset in the child (a thread
+ * that held it across fork() is gone there). */
+void secure_runs_lock(void);
+void secure_runs_unlock(void);
+void secure_runs_reset_lock(void);
 
 #endif
