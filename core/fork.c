@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "frontend.h"
 #include "huge_quarantine.h"
+#include "secure_runs.h"
 #include "init.h"
 #include "nested.h"
 #include "topology.h"
@@ -66,6 +67,7 @@ void pcpm_fork_prepare(void)
 	pcpm_init_lock();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_prepare();
+	secure_runs_lock(); /* a leaf: held with no other lock, whatever the mode */
 	sheaf_lock_all();
 	slab_lock_all();
 	pcpm_lock(&pcpm_zones_lock);
@@ -98,6 +100,7 @@ void pcpm_fork_parent(void)
 	pcpm_unlock(&pcpm_zones_lock);
 	slab_unlock_all();
 	sheaf_unlock_all();
+	secure_runs_unlock();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_parent();
 	pcpm_init_unlock();
@@ -127,6 +130,7 @@ void pcpm_fork_child(void)
 	pcpm_lock_reset(&pcpm_zones_lock);
 	slab_reset_locks();
 	sheaf_reset_locks();
+	secure_runs_reset_lock();
 	if (pcpm_mode == PCPM_MODE_MEMCHECK)
 		vg_fork_child();
 	pcpm_init_reset_lock();

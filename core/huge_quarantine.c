@@ -78,7 +78,8 @@ bool huge_quar_drain(void)
 static void huge_quar_add(struct region *q)
 {
 	q->dirty = 0;
-	q->req = 0;
+	q->req &= ~((1ULL << HUGE_FRONT_SHIFT) - 1); /* the front guard's size stays: free(p) of
+						       * the old block finds it (double free) */
 	q->deferred_next = NULL;
 	q->next_free = (struct region *)HUGE_CACHED; /* free(old) again: a double free */
 	(void)pcpm_map_set(huge_base(q), q->len, q); /* the leaves exist (the mapping's) */
@@ -130,7 +131,8 @@ again:
 	char *dst = pcpm_os_reserve(total, HUGE_ALIGN);
 	if (!dst || !pcpm_map_reserve(dst, total))
 		goto fail;
-	/* the live block's guard goes: the cache hands out plain read/write mappings */
+	/* the live block's guards go: the cache hands out plain read/write mappings */
+	pcpm_os_guard_remove(old, huge_front(r));
 	pcpm_os_guard_remove(old + len - PAGE_SIZE, PAGE_SIZE);
 	/* granules cleared before the range may become free (as huge_unmap does) */
 	pcpm_map_set(from, total, NULL);
@@ -141,6 +143,7 @@ again:
 			(void)pcpm_map_set(from, lo, below);
 		if (above)
 			(void)pcpm_map_set(old + len, hi, above);
+		pcpm_os_guard_install(old, huge_front(r));
 		pcpm_os_guard_install(old + len - PAGE_SIZE, PAGE_SIZE);
 		goto fail;
 	}
@@ -164,6 +167,7 @@ again:
 		return true;
 	}
 	q->kind = REGION_HUGE;
+	q->req = r->req;
 	huge_set_base(q, old);
 	q->len = len;
 	huge_quar_add(q);

@@ -8,8 +8,25 @@
 
 #include "huge.h"
 
-/* Frees the live mapping r (its guard page already removed by the caller or not: the move
- * takes it off): pages moved and cached, old range quarantined; when the pages cannot move,
+/*
+ * Secure mode's huge mappings: a guard of 2^k bytes (a page, or the alignment asked when it
+ * is larger) at the mapping's start, the block after it, the canary from the block's end to
+ * the guard page at the mapping's end.  r->req holds the request size and k:
+ * size | k << HUGE_FRONT_SHIFT.
+ */
+#define HUGE_FRONT_SHIFT 58
+static inline size_t huge_req_size(const struct region *r)
+{
+	return (size_t)(r->req & ((1ULL << HUGE_FRONT_SHIFT) - 1));
+}
+/* Bytes of the front guard (the block's offset in its mapping). */
+static inline size_t huge_front(const struct region *r)
+{
+	return (size_t)1 << (r->req >> HUGE_FRONT_SHIFT);
+}
+
+/* Frees the live mapping r (its guards already removed by the caller or not: the move
+ * takes them off): pages moved and cached, old range quarantined; when the pages cannot move,
  * they go and the range is quarantined; unmapped when even that fails.  errno is kept. */
 void huge_free_quarantined(struct region *r);
 /* Empties the quarantine; true when it held a range (address space reclaim). */

@@ -7,7 +7,7 @@
  * (SLAB_FREELIST_RANDOM).  malloc pops a slot, checks that it is still zero (a write after
  * free is reported here), arms it (header, canary); free checks the header, the canary and
  * the neighbours' marks (the previous slot's last word, the next slot's canary word), zeroes
- * the slot and puts it in the thread's quarantine ring (tcache_ring_swap): the object that
+ * the slot and puts it in the thread's quarantine ring (ring_swap_class): the object that
  * falls out of the ring goes on the stack, so a freed address is never handed out at once,
  * and a second free finds the free mark.  Calls the default functions for what has no check
  * of its own (early blocks, foreign pointers), tcache, slab, secure_large.c, the periodic
@@ -92,10 +92,8 @@ static void *small_slot(unsigned cls)
 	return tcache_alloc_slow(cls); /* no cache: one object straight from the slab */
 }
 
-/* A freed slot (zeroed, marked) back to the thread's stack of class cls, or the slab. */
-static void slot_to_stack(void *slot, unsigned cls)
+static PCPM_NOINLINE void slot_to_stack_slow(struct tcache *tc, void *slot, unsigned cls)
 {
-	struct tcache *tc = tcache_self();
 	if (tcache_mode_ready(tc, cls)) {
 		if (tcache_bin_full(&tc->sbins[cls]))
 			tcache_mode_flush(tc, cls);
@@ -104,6 +102,52 @@ static void slot_to_stack(void *slot, unsigned cls)
 	}
 	tcache_free_slow(slot, cls); /* no cache: straight to the slab */
 }
+
+/* A freed slot (zeroed, marked) back to the thread's stack of class cls, or the slab: inline
+ * while the stack has room (the stack is in use then: tcache_mode_ready's test), else the
+ * cache's own rules (flush, or no cache). */
+static inline __attribute__((always_inline)) void slot_to_stack(struct tcache *tc, void *slot,
+								unsigned cls)
+{
+	struct tcache_bin *sb = &tc->sbins[cls];
+	if (likely(!tcache_bin_full(sb))) {
+		tcache_bin_push(tc, sb, slot);
+		return;
+	}
+	slot_to_stack_slow(tc, slot, cls);
+}
+
+/*
+ * The quarantine of freed slots: the thread's ring (TC_RING slots, flushed by tcache with
+ * its stacks) split into groups of SQ_GROUP slots, one group per class modulo the number of
+ * groups.  A freed slot takes a random slot of its class's group and the one that was there
+ * goes to its stack: it comes back after 1 to many more frees of the group (SQ_GROUP on
+ * average), never at the next malloc, at an address no one can predict, and still warm
+ * (one ring for every class made it wait TC_RING frees of any size: a cache miss at each
+ * reuse, 25% of secure_malloc in wl-churn).
+ */
+#define SQ_GROUP 8
+
+static inline __attribute__((always_inline)) void *ring_swap_class(struct tcache *tc, void *p,
+								  unsigned *cls)
+{
+	uint64_t x = tc->ring_rng;
+	if (unlikely(!x))
+		x = (uintptr_t)p | 1;
+	x ^= x << 13; /* xorshift64 */
+	x ^= x >> 7;
+	x ^= x << 17;
+	tc->ring_rng = x;
+	unsigned i = (*cls % (TC_RING / SQ_GROUP)) * SQ_GROUP + ((unsigned)(x >> 32) & (SQ_GROUP - 1));
+	void *old = tc->ring[i];
+	unsigned oc = tc->ring_cls[i];
+	tc->ring[i] = p;
+	tc->ring_cls[i] = (uint8_t)*cls;
+	*cls = oc;
+	return old;
+}
+
+
 
 /* ---- small blocks: the live block's checks -------------------------------------------- */
 
@@ -225,9 +269,9 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 		tcache_free_slow(b.slot, cls);
 		return;
 	}
-	void *out = tcache_ring_swap(tc, b.slot, &cls);
+	void *out = ring_swap_class(tc, b.slot, &cls);
 	if (out)
-		slot_to_stack(out, cls);
+		slot_to_stack(tc, out, cls);
 }
 
 /* A pointer the fast path took for a slab object's start: no secure block starts there. */

@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -182,6 +183,38 @@ static void under_memcpy(size_t n, size_t dist)
 DIST_CASES(1, 1)
 DIST_CASES(32, 32)
 DIST_CASES(1 << 20, 1m)
+
+/* Underflows of a block too large for the page runs (8 MiB: a mapping of its own), the
+ * large underflow class: a store 1 byte before it, a memcpy of the 4 KiB before it.  The
+ * program maps 8 KiB of its own just below the block's page when that is free, as another
+ * mapping would be in a long-running process: only a guard that belongs to the block stops
+ * the bug then. */
+static void under_huge(bool direct)
+{
+	enum { HN = 8 << 20 };
+	char *p = malloc(HN);
+	memset(p, 'a', HN);
+	char *below = (char *)((uintptr_t)p & ~(uintptr_t)4095) - 8192;
+	(void)mmap(below, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		   -1, 0);
+	if (direct)
+		flip((volatile char *)opq(p) - 1); /* the bug */
+	else
+		copy_over((char *)opq(p) - 4096, 4096); /* the bug */
+	free(p);
+}
+
+static void under_direct_huge(size_t n)
+{
+	(void)n;
+	under_huge(true);
+}
+
+static void under_memcpy_huge(size_t n)
+{
+	(void)n;
+	under_huge(false);
+}
 
 /* --- use after free --------------------------------------------------------------------- */
 
@@ -362,6 +395,8 @@ static const struct bugcase cases[] = {
 	{"underflow 32 B, memcpy", under_memcpy_32, true, {M, M, M}, {C, C, C}},
 	{"underflow 1 MiB, direct", under_direct_1m, true, {C, C, C}, {C, C, C}},
 	{"underflow 1 MiB, memcpy", under_memcpy_1m, true, {C, C, C}, {C, C, C}},
+	{"underflow 1 B of an 8 MiB block, direct", under_direct_huge, false, {M}, {C}},
+	{"underflow 4 KiB of an 8 MiB block, memcpy", under_memcpy_huge, false, {M}, {C}},
 	{"read after free", read_after_free, true, {M, M, M}, {C, C, C}},
 	{"write after free", write_after_free, true, {M, M, M}, {C, C, C}},
 	{"write after free, block reused", write_after_free_reuse, true, {M, M, M}, {C, C, C}},

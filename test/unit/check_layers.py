@@ -27,6 +27,7 @@ LAYERS = [
     ['core/api.c'],             # the one choice of mode per call
     ['core/secure_mode.c'],     # front end: secure mode (API entries, small blocks)
     ['core/secure_large.c'],    # secure mode's page runs, huge mappings, zero-size blocks
+    ['core/secure_runs.c'],     # secure mode's guarded runs: quarantine, clean cache per order
     ['core/junk_mode.c'],       # front end: junk mode
     ['core/vgmode.c'],          # front end: memcheck mode
     ['core/realloc.c', 'core/alloc-aligned.c', 'core/trim.c'],  # the default functions

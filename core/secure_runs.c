@@ -1,0 +1,199 @@
+/*
+ * secure_runs.c - secure mode's guarded page runs: a FIFO quarantine of freed runs and a
+ * cache of clean runs per order, both keeping their guard pages (see secure_runs.h).
+ *
+ * Before, each block installed a guard page at malloc and removed it at free (two madvise
+ * per block, each a TLB shootdown once threads run: 46,153 madvise for 300k operations of
+ * wl-glibc-thread) and its run was zeroed twice (at free, then at malloc as PG_DIRTY).  Here
+ * a run's guards sit at fixed places - its first and last page - so any run of the order
+ * serves any block of it, and a run is zeroed once (at free, by the caller) and checked zero
+ * once (when it leaves the quarantine); the cache hands it out as is.
+ *
+ * Calls large.c (runs from and back to the pcp and zone) and os.c.  Lock: runs_lock, a leaf.
+ */
+#include "secure_runs.h"
+
+#include "nested.h"
+
+#include <string.h>
+
+/* Freed runs wait here, oldest out first: a freed address comes back after at least
+ * LQ_SLOTS more frees of runs (or LQ_BYTES of them). */
+#define LQ_SLOTS 16
+#define LQ_BYTES (16UL << 20)
+/* Clean runs kept per order, and in all: enough for a working set of blocks that churn in
+ * one size range (wl-glibc-thread: 16-32 KiB, order 3), little beside the default mode's
+ * own pcp lists (RC_BYTES of resident zero pages at most). */
+#define RC_SLOTS 64
+#define RC_BYTES (16UL << 20)
+
+static pcpm_lock_t runs_lock = PCPM_LOCK_INIT;
+static struct page *lq[LQ_SLOTS]; /* FIFO ring, under runs_lock */
+static unsigned lq_next;	  /* the oldest entry, the next slot */
+static size_t lq_bytes;
+static struct page *rc[NR_PAGE_ORDERS][RC_SLOTS]; /* clean runs, rc_nr[o] of them */
+static unsigned rc_nr[NR_PAGE_ORDERS];
+static size_t rc_bytes;
+static uint64_t rc_rand; /* xorshift64 state, under runs_lock */
+
+static inline size_t run_bytes(const struct page *h)
+{
+	return (size_t)h->npages << PAGE_SHIFT;
+}
+
+/* The guards of the run at base of len bytes: its first and last page. */
+static bool guards_install(char *base, size_t len)
+{
+	if (!pcpm_os_guard_install(base, PAGE_SIZE))
+		return false;
+	if (!pcpm_os_guard_install(base + len - PAGE_SIZE, PAGE_SIZE)) {
+		pcpm_os_guard_remove(base, PAGE_SIZE);
+		return false;
+	}
+	return true;
+}
+
+static void guards_remove(char *base, size_t len)
+{
+	pcpm_os_guard_remove(base, PAGE_SIZE);
+	pcpm_os_guard_remove(base + len - PAGE_SIZE, PAGE_SIZE);
+}
+
+/* A run back to the zone: guards off (those pages then read zero), the rest was written. */
+static void run_release(struct page *h)
+{
+	guards_remove(page_address(h), run_bytes(h));
+	h->flags = (uint8_t)((h->flags & ~PG_SECURE_QUAR) | PG_DIRTY);
+	large_free(h);
+}
+
+void secure_run_free_nested(struct page *h)
+{
+	guards_remove(page_address(h), run_bytes(h));
+	h->flags = (uint8_t)((h->flags & ~PG_SECURE_QUAR) | PG_DIRTY);
+	large_free_nested(h);
+}
+
+static unsigned rand_below(unsigned n)
+{
+	if (!rc_rand)
+		rc_rand = pcpm_random64() | 1;
+	rc_rand ^= rc_rand << 13;
+	rc_rand ^= rc_rand >> 7;
+	rc_rand ^= rc_rand << 17;
+	return (unsigned)(rc_rand % n);
+}
+
+struct page *secure_run_get(unsigned order)
+{
+	pcpm_lock(&runs_lock);
+	if (rc_nr[order]) {
+		/* a random one of the cache: the next address is not predictable */
+		unsigned i = rand_below(rc_nr[order]);
+		struct page *h = rc[order][i];
+		rc[order][i] = rc[order][--rc_nr[order]];
+		rc_bytes -= run_bytes(h);
+		pcpm_unlock(&runs_lock);
+		h->flags &= (uint8_t)~PG_SECURE_QUAR;
+		return h;
+	}
+	pcpm_unlock(&runs_lock);
+	bool run;
+	char *base = large_alloc(PAGE_SIZE << order, 0, &run);
+	if (!base)
+		return NULL;
+	struct page *h = pcpm_page_of(base);
+	size_t len = run_bytes(h);
+	if (h->flags & PG_DIRTY) /* once per run taken from the zone */
+		memset(base + PAGE_SIZE, 0, len - 2 * PAGE_SIZE);
+	h->flags &= (uint8_t)~PG_DIRTY;
+	if (!guards_install(base, len)) {
+		large_free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* A run out of the quarantine: its block's bytes must still read zero. */
+static void lq_check(struct page *h, const char *call)
+{
+	char *base = page_address(h), *p = base + (h->req_size >> 32);
+	char *gp = base + run_bytes(h) - PAGE_SIZE;
+	if (unlikely(!secure_is_zero(p - SECURE_LARGE_FRONT, gp)))
+		secure_uaf(p, call);
+}
+
+void secure_run_put(struct page *h, const char *call)
+{
+	struct page *out[LQ_SLOTS + 1], *rel[LQ_SLOTS + 1];
+	unsigned nout = 0, nrel = 0;
+	pcpm_lock(&runs_lock);
+	if (lq[lq_next]) {
+		out[nout++] = lq[lq_next];
+		lq_bytes -= run_bytes(lq[lq_next]);
+	}
+	lq[lq_next] = h;
+	lq_bytes += run_bytes(h);
+	lq_next = (lq_next + 1) % LQ_SLOTS;
+	for (unsigned i = 1; i < LQ_SLOTS && lq_bytes > LQ_BYTES; i++) {
+		unsigned k = (lq_next + i - 1) % LQ_SLOTS; /* oldest first, h last */
+		if (lq[k] && lq[k] != h) {
+			out[nout++] = lq[k];
+			lq_bytes -= run_bytes(lq[k]);
+			lq[k] = NULL;
+		}
+	}
+	pcpm_unlock(&runs_lock);
+	for (unsigned i = 0; i < nout; i++)
+		lq_check(out[i], call); /* outside the lock: a read pass of the block */
+	pcpm_lock(&runs_lock);
+	for (unsigned i = 0; i < nout; i++) {
+		struct page *r = out[i];
+		unsigned o = (unsigned)ilog2_ceil(r->npages);
+		if (rc_nr[o] < RC_SLOTS && rc_bytes + run_bytes(r) <= RC_BYTES) {
+			rc[o][rc_nr[o]++] = r; /* PG_SECURE_QUAR stays: a double free is seen */
+			rc_bytes += run_bytes(r);
+		} else {
+			rel[nrel++] = r;
+		}
+	}
+	pcpm_unlock(&runs_lock);
+	for (unsigned i = 0; i < nrel; i++)
+		run_release(rel[i]);
+}
+
+void secure_runs_drain(void)
+{
+	struct page *out[LQ_SLOTS + NR_PAGE_ORDERS * RC_SLOTS];
+	unsigned nout = 0;
+	pcpm_lock(&runs_lock);
+	for (unsigned k = 0; k < LQ_SLOTS; k++) {
+		if (lq[k])
+			out[nout++] = lq[k];
+		lq[k] = NULL;
+	}
+	for (unsigned o = 0; o < NR_PAGE_ORDERS; o++) {
+		while (rc_nr[o])
+			out[nout++] = rc[o][--rc_nr[o]];
+	}
+	lq_bytes = 0;
+	rc_bytes = 0;
+	pcpm_unlock(&runs_lock);
+	for (unsigned i = 0; i < nout; i++)
+		run_release(out[i]);
+}
+
+void secure_runs_lock(void)
+{
+	pcpm_lock(&runs_lock);
+}
+
+void secure_runs_unlock(void)
+{
+	pcpm_unlock(&runs_lock);
+}
+
+void secure_runs_reset_lock(void)
+{
+	pcpm_lock_reset(&runs_lock);
+}
