@@ -104,7 +104,7 @@ size_t pcpm_stats_json(char *buf, size_t len)
 		    "\"pcp_refill_pages\": %llu, \"numa_miss\": %llu, \"numa_foreign\": %llu, "
 		    "\"buddyinfo\": [",
 		    n ? ", " : "", z->node, z->os_node, z->bind >= 0 ? "true" : "false",
-		    (unsigned long long)z->mbind_failed, z->managed_pages, z->free_pages,
+		    (unsigned long long)z->grower.mbind_failed, z->managed_pages, z->free_pages,
 		    (unsigned long long)count, (unsigned long long)z->pgalloc_zone,
 		    (unsigned long long)z->pgfree_zone, (unsigned long long)refills,
 		    (unsigned long long)refill_pages,

@@ -20,7 +20,9 @@
 	X(zone_lock)		/* zone lock acquisitions */                                       \
 	X(zone_lock_contended)	/* ... that had to wait */                                         \
 	X(zone_lock_wait_ns)	/* time spent waiting for the zone lock */                        \
-	X(zone_lock_hold_ns)	/* mean zone lock hold, ns (one hold in 64 timed) */               \
+	X(zone_lock_hold_ns)	/* mean zone lock hold, ns (every hold timed) */                   \
+	X(zone_lock_hold_max_ns) /* the longest zone lock hold, ns */                              \
+	X(zone_lock_long_holds)	/* zone lock holds of 2^18 cycles (~100 us) or more */            \
 	X(zone_lock_busiest)	/* acquisitions of the zone lock taken most (one per node) */     \
 	X(pcp_lock_contended)	/* pcp trylock failures (the zone was used instead) */             \
 	X(refills)		/* rmqueue_bulk calls from a pcp */                                \
@@ -38,12 +40,12 @@
 	X(slab_lock)		/* kmem_cache lock acquisitions */                                 \
 	X(slab_lock_contended)	/* kmem_cache lock acquisitions that waited */                    \
 	X(slab_lock_wait_ns)	/* time spent waiting for kmem_cache locks */                     \
-	X(slab_lock_hold_ns)	/* mean kmem_cache lock hold, ns (one hold in 64 timed) */         \
+	X(slab_lock_hold_ns)	/* mean kmem_cache lock hold, ns (every hold timed) */         \
 	X(slab_lock_busiest)	/* acquisitions of the kmem_cache lock taken most */              \
 	X(barn_lock)		/* barn lock acquisitions (per node and class: full sheaves) */   \
 	X(barn_lock_contended)	/* ... that had to wait */                                         \
 	X(barn_lock_wait_ns)	/* time spent waiting for barn locks */                           \
-	X(barn_lock_hold_ns)	/* mean barn lock hold, ns (one hold in 64 timed) */               \
+	X(barn_lock_hold_ns)	/* mean barn lock hold, ns (every hold timed) */               \
 	X(barn_lock_busiest)	/* acquisitions of the barn lock taken most */                    \
 	X(sheaf_refills)	/* CPU sheaves refilled from a barn or the slabs */               \
 	X(sheaf_flushes)	/* full CPU sheaves given to a barn or the slabs */               \
@@ -51,9 +53,24 @@
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
 	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \
+	X(huge_lock)		/* huge cache lock acquisitions (one lock) */                      \
+	X(huge_lock_contended)	/* ... that had to wait */                                         \
+	X(huge_lock_wait_ns)	/* time spent waiting for it */                                    \
+	X(huge_lock_hold_ns)	/* mean hold, ns (every hold timed) */                             \
+	X(huge_lock_hold_max_ns) /* the longest hold, ns */                                        \
+	X(huge_lock_long_holds)	/* holds of 2^18 cycles or more */                                 \
+	X(huge_lock_busiest)	/* = huge_lock (one instance) */                                   \
 	X(purge_runs)		/* purge passes over the free lists */                             \
 	X(purged_bytes)		/* bytes given back with madvise */                                \
 	X(zone_grow)		/* chunks committed into the zone */                               \
+	X(zone_grow_ns)		/* time spent committing them, ns (outside the zone lock) */      \
+	X(zone_grow_lock)	/* zone grower's lock acquisitions (one grower per zone) */       \
+	X(zone_grow_lock_contended) /* ... that had to wait (another thread was growing) */        \
+	X(zone_grow_lock_wait_ns) /* time spent waiting for it */                                  \
+	X(zone_grow_lock_hold_ns) /* mean hold, ns */                                              \
+	X(zone_grow_lock_hold_max_ns) /* the longest hold, ns */                                   \
+	X(zone_grow_lock_long_holds) /* holds of 2^18 cycles or more */                            \
+	X(zone_grow_lock_busiest) /* acquisitions of the one taken most */                         \
 	X(zone_used_peak)	/* most pages out of the zones' free lists at once (pcps, slabs, \
 				 * the program): bounds the arena's RSS while nothing is purged */ \
 	X(mapped_bytes)		/* arena bytes committed + huge bytes mapped */                    \
