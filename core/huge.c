@@ -660,6 +660,7 @@ void huge_stats_add(struct pcpm_stats *s)
 	s->huge_lock_hold_ns += lock_sum_hold_ns(&ls);
 	s->huge_lock_hold_max_ns += lock_sum_hold_max_ns(&ls);
 	s->huge_lock_long_holds += ls.long_holds;
+	s->huge_lock_long_hold_ns += lock_sum_long_hold_ns(&ls);
 	s->huge_lock_busiest += ls.busiest;
 }
 

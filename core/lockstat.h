@@ -28,6 +28,7 @@ struct lock_stat {
 	uint64_t hold_cycles; /* total of every hold, time-stamp counter cycles */
 	uint64_t hold_max;    /* the longest hold, cycles */
 	uint64_t long_holds;  /* holds of LOCKSTAT_LONG cycles or more (in the total too) */
+	uint64_t long_cycles; /* ... and their total, so a reader can take them out again */
 	uint64_t t0;	      /* start of the current hold */
 };
 
@@ -47,8 +48,10 @@ static inline void lockstat_acquired(struct lock_stat *st, uint64_t wait_ns)
 static inline void lockstat_releasing(struct lock_stat *st)
 {
 	uint64_t d = pcpm_cycles() - st->t0;
-	if (unlikely(d >= LOCKSTAT_LONG))
+	if (unlikely(d >= LOCKSTAT_LONG)) {
 		st->long_holds++;
+		st->long_cycles += d;
+	}
 	if (unlikely(d > st->hold_max))
 		st->hold_max = d;
 	st->hold_cycles += d;
@@ -79,6 +82,7 @@ static inline void lockstat_unlock(pcpm_lock_t *l, struct lock_stat *st)
  * timed holds, which are all of them (acquired); hold_max: the longest of any instance. */
 struct lock_sum {
 	uint64_t acquired, contended, wait_ns, hold_cycles, held, busiest, hold_max, long_holds;
+	uint64_t long_cycles;
 };
 
 static inline void lock_sum_add(struct lock_sum *s, const struct lock_stat *st)
@@ -91,6 +95,7 @@ static inline void lock_sum_add(struct lock_sum *s, const struct lock_stat *st)
 	s->hold_cycles += __atomic_load_n(&st->hold_cycles, __ATOMIC_RELAXED);
 	s->held += a;
 	s->long_holds += __atomic_load_n(&st->long_holds, __ATOMIC_RELAXED);
+	s->long_cycles += __atomic_load_n(&st->long_cycles, __ATOMIC_RELAXED);
 	if (m > s->hold_max)
 		s->hold_max = m;
 	if (a > s->busiest)
@@ -109,6 +114,12 @@ static inline uint64_t lock_sum_hold_ns(const struct lock_sum *s)
 static inline uint64_t lock_sum_hold_max_ns(const struct lock_sum *s)
 {
 	return (uint64_t)((double)s->hold_max * pcpm_ns_per_cycle());
+}
+
+/* Time spent in the family's long holds, ns (part of the mean). */
+static inline uint64_t lock_sum_long_hold_ns(const struct lock_sum *s)
+{
+	return (uint64_t)((double)s->long_cycles * pcpm_ns_per_cycle());
 }
 
 #endif

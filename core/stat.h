@@ -23,6 +23,7 @@
 	X(zone_lock_hold_ns)	/* mean zone lock hold, ns (every hold timed) */                   \
 	X(zone_lock_hold_max_ns) /* the longest zone lock hold, ns */                              \
 	X(zone_lock_long_holds)	/* zone lock holds of 2^18 cycles (~100 us) or more */            \
+	X(zone_lock_long_hold_ns) /* ... their total time, ns (in the mean too) */                  \
 	X(zone_lock_busiest)	/* acquisitions of the zone lock taken most (one per node) */     \
 	X(pcp_lock_contended)	/* pcp trylock failures (the zone was used instead) */             \
 	X(refills)		/* rmqueue_bulk calls from a pcp */                                \
@@ -59,6 +60,7 @@
 	X(huge_lock_hold_ns)	/* mean hold, ns (every hold timed) */                             \
 	X(huge_lock_hold_max_ns) /* the longest hold, ns */                                        \
 	X(huge_lock_long_holds)	/* holds of 2^18 cycles or more */                                 \
+	X(huge_lock_long_hold_ns) /* ... their total time, ns */                                   \
 	X(huge_lock_busiest)	/* = huge_lock (one instance) */                                   \
 	X(purge_runs)		/* purge passes over the free lists */                             \
 	X(purged_bytes)		/* bytes given back with madvise */                                \
@@ -70,6 +72,7 @@
 	X(zone_grow_lock_hold_ns) /* mean hold, ns */                                              \
 	X(zone_grow_lock_hold_max_ns) /* the longest hold, ns */                                   \
 	X(zone_grow_lock_long_holds) /* holds of 2^18 cycles or more */                            \
+	X(zone_grow_lock_long_hold_ns) /* ... their total time, ns */                              \
 	X(zone_grow_lock_busiest) /* acquisitions of the one taken most */                         \
 	X(zone_used_peak)	/* most pages out of the zones' free lists at once (pcps, slabs, \
 				 * the program): bounds the arena's RSS while nothing is purged */ \

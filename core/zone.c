@@ -704,6 +704,7 @@ void zone_stats_add(struct pcpm_stats *s)
 	s->zone_lock_hold_ns += lock_sum_hold_ns(&ls);
 	s->zone_lock_hold_max_ns += lock_sum_hold_max_ns(&ls);
 	s->zone_lock_long_holds += ls.long_holds;
+	s->zone_lock_long_hold_ns += lock_sum_long_hold_ns(&ls);
 	s->zone_lock_busiest += ls.busiest;
 	s->zone_grow_lock += gs.acquired;
 	s->zone_grow_lock_contended += gs.contended;
@@ -711,5 +712,6 @@ void zone_stats_add(struct pcpm_stats *s)
 	s->zone_grow_lock_hold_ns += lock_sum_hold_ns(&gs);
 	s->zone_grow_lock_hold_max_ns += lock_sum_hold_max_ns(&gs);
 	s->zone_grow_lock_long_holds += gs.long_holds;
+	s->zone_grow_lock_long_hold_ns += lock_sum_long_hold_ns(&gs);
 	s->zone_grow_lock_busiest += gs.busiest;
 }

@@ -184,6 +184,7 @@ int main(void)
 	memset(&st, 0, sizeof(st));
 	zone_stats_add(&st);
 	CHECK(st.zone_lock_long_holds >= 1);
+	CHECK(st.zone_lock_long_hold_ns >= st.zone_lock_hold_max_ns);
 	CHECK(st.zone_lock_hold_max_ns > 0);
 	CHECK(st.zone_grow >= 2);
 	CHECK(st.zone_grow_lock >= 2);
