@@ -654,14 +654,7 @@ void huge_stats_add(struct pcpm_stats *s)
 	s->mapped_bytes += atomic_load_explicit(&huge_bytes, memory_order_relaxed);
 	struct lock_sum ls = { 0 };
 	lock_sum_add(&ls, &huge_ls);
-	s->huge_lock += ls.acquired;
-	s->huge_lock_contended += ls.contended;
-	s->huge_lock_wait_ns += ls.wait_ns;
-	s->huge_lock_hold_ns += lock_sum_hold_ns(&ls);
-	s->huge_lock_hold_max_ns += lock_sum_hold_max_ns(&ls);
-	s->huge_lock_long_holds += ls.long_holds;
-	s->huge_lock_long_hold_ns += lock_sum_long_hold_ns(&ls);
-	s->huge_lock_busiest += ls.busiest;
+	PCPM_STATS_LOCK(s, huge, &ls);
 }
 
 void huge_lock_all(void)

@@ -86,6 +86,21 @@ struct pcpm_stats {
 #undef X
 };
 
+/* Adds the lock profile of the family NAME (a struct lock_sum *, core/lockstat.h) to *s under
+ * its keys NAME_lock, _contended, _wait_ns, _hold_ns, _hold_max_ns, _long_holds, _long_hold_ns
+ * and _busiest (the families whose keys are all in PCPM_COUNTERS: zone, zone_grow, huge). */
+#define PCPM_STATS_LOCK(s, NAME, sum)                                                            \
+	do {                                                                                     \
+		(s)->NAME##_lock += (sum)->acquired;                                             \
+		(s)->NAME##_lock_contended += (sum)->contended;                                  \
+		(s)->NAME##_lock_wait_ns += (sum)->wait_ns;                                      \
+		(s)->NAME##_lock_hold_ns += lock_sum_hold_ns(sum);                               \
+		(s)->NAME##_lock_hold_max_ns += lock_sum_hold_max_ns(sum);                       \
+		(s)->NAME##_lock_long_holds += (sum)->long_holds;                                \
+		(s)->NAME##_lock_long_hold_ns += lock_sum_long_hold_ns(sum);                     \
+		(s)->NAME##_lock_busiest += (sum)->busiest;                                      \
+	} while (0)
+
 /* Sums every layer's counters into *s (zeroed first).  Racy reads; thread-safe. */
 void pcpm_stats_read(struct pcpm_stats *s);
 

@@ -1,7 +1,7 @@
 /*
  * zone.c - the buddy allocator (see zone.h; kernel-pcp.md §4.3 "buddy basics", §12.1).
- * Calls the arena layer (growth, descriptors) and os.c (purge); called by pcp, large and
- * the periodic work.
+ * Calls zone_grow.c (the system calls of a growth, with the zone lock dropped), the arena
+ * layer (descriptors) and os.c (purge); called by pcp, large and the periodic work.
  */
 #include "zone.h"
 #include "config.h"
@@ -698,20 +698,6 @@ void zone_stats_add(struct pcpm_stats *s)
 		s->zone_used_peak += z->in_use_max;
 		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
-	s->zone_lock += ls.acquired;
-	s->zone_lock_contended += ls.contended;
-	s->zone_lock_wait_ns += ls.wait_ns;
-	s->zone_lock_hold_ns += lock_sum_hold_ns(&ls);
-	s->zone_lock_hold_max_ns += lock_sum_hold_max_ns(&ls);
-	s->zone_lock_long_holds += ls.long_holds;
-	s->zone_lock_long_hold_ns += lock_sum_long_hold_ns(&ls);
-	s->zone_lock_busiest += ls.busiest;
-	s->zone_grow_lock += gs.acquired;
-	s->zone_grow_lock_contended += gs.contended;
-	s->zone_grow_lock_wait_ns += gs.wait_ns;
-	s->zone_grow_lock_hold_ns += lock_sum_hold_ns(&gs);
-	s->zone_grow_lock_hold_max_ns += lock_sum_hold_max_ns(&gs);
-	s->zone_grow_lock_long_holds += gs.long_holds;
-	s->zone_grow_lock_long_hold_ns += lock_sum_long_hold_ns(&gs);
-	s->zone_grow_lock_busiest += gs.busiest;
+	PCPM_STATS_LOCK(s, zone, &ls);
+	PCPM_STATS_LOCK(s, zone_grow, &gs);
 }
