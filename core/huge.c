@@ -500,6 +500,9 @@ bool huge_cache_drain(void)
 {
 	bool any = false;
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+		/* racy look first, as huge_cache_decay: an empty slot costs no lock */
+		if (!__atomic_load_n(&huge_cache[i], __ATOMIC_RELAXED))
+			continue;
 		huge_lock_take();
 		struct region *r = huge_cache[i];
 		huge_cache[i] = NULL;

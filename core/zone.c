@@ -625,8 +625,11 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 		return;
 	z->in_use_peak -= z->in_use_peak >> 4; /* racy update: a hint, not an invariant */
 	/* 1024 madvise calls (4 GiB of 4 MiB blocks) bound one pass to a few milliseconds,
-	 * none of it under the zone lock; what is left waits for the next pass */
-	zone_purge(z, half, 1024);
+	 * none of it under the zone lock; what is left waits for the next pass.  Racy first
+	 * look: with no dirty free page there is nothing to purge, and no lock is taken to
+	 * find that out; a page freed meanwhile waits for the next pass, as one freed after */
+	if (__atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED))
+		zone_purge(z, half, 1024);
 	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
 	if (unlikely(pcpm_as_limited))
 		zone_shrink_arenas(z);

@@ -8,7 +8,8 @@
  *   - zone_alloc_bulk / zone_free_bulk move several blocks in one zone lock hold;
  *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
  *     (and in the statistics keys);
- *   - the huge cache's periodic decay takes no lock when the cache is empty.
+ *   - the huge cache's periodic decay, and the zone's periodic purge, take no lock when
+ *     there is nothing to decay or purge.
  */
 #include "unit.h"
 #include "config.h"
@@ -169,6 +170,13 @@ int main(void)
 	CHECK_EQ(z->ls.acquired, acq + 2);
 	CHECK_EQ(z->free_pages, free_before + 8 * 16);
 	CHECK_EQ(z->free_pages, z->managed_pages);
+
+	/* 3b. The periodic purge takes no lock to find that no dirty free page is there. */
+	zone_purge(z, 0, 0);
+	CHECK_EQ(z->dirty_pages, 0);
+	acq = z->ls.acquired;
+	zone_maybe_purge(z, pcpm_now_ms() + 3600000);
+	CHECK_EQ(z->ls.acquired, acq);
 
 	/* 4. A long hold is counted, in the mean, the maximum and long_holds. */
 	uint64_t longs = z->ls.long_holds, total = z->ls.hold_cycles;
