@@ -74,6 +74,14 @@
 	X(zone_grow_lock_long_holds) /* holds of 2^18 cycles or more */                            \
 	X(zone_grow_lock_long_hold_ns) /* ... their total time, ns */                              \
 	X(zone_grow_lock_busiest) /* acquisitions of the one taken most */                         \
+	X(arena_lock)		/* arena locks (radix map, metadata, arena creation) acquisitions */ \
+	X(arena_lock_contended)	/* ... that had to wait */                                         \
+	X(arena_lock_wait_ns)	/* time spent waiting for them */                                  \
+	X(arena_lock_hold_ns)	/* mean hold, ns */                                                \
+	X(arena_lock_hold_max_ns) /* the longest hold, ns */                                       \
+	X(arena_lock_long_holds) /* holds of 2^18 cycles or more */                                \
+	X(arena_lock_long_hold_ns) /* ... their total time, ns */                                  \
+	X(arena_lock_busiest)	/* acquisitions of the one taken most */                           \
 	X(zone_used_peak)	/* most pages out of the zones' free lists at once (pcps, slabs, \
 				 * the program): bounds the arena's RSS while nothing is purged */ \
 	X(mapped_bytes)		/* arena bytes committed + huge bytes mapped */                    \
@@ -88,7 +96,8 @@ struct pcpm_stats {
 
 /* Adds the lock profile of the family NAME (a struct lock_sum *, core/lockstat.h) to *s under
  * its keys NAME_lock, _contended, _wait_ns, _hold_ns, _hold_max_ns, _long_holds, _long_hold_ns
- * and _busiest (the families whose keys are all in PCPM_COUNTERS: zone, zone_grow, huge). */
+ * and _busiest (the families whose keys are all in PCPM_COUNTERS: zone, zone_grow, huge,
+ * arena). */
 #define PCPM_STATS_LOCK(s, NAME, sum)                                                            \
 	do {                                                                                     \
 		(s)->NAME##_lock += (sum)->acquired;                                             \

@@ -196,6 +196,8 @@ int main(void)
 	CHECK(st.zone_lock_hold_max_ns > 0);
 	CHECK(st.zone_grow >= 2);
 	CHECK(st.zone_grow_lock >= 2);
+	arena_stats_add(&st); /* the arena's creation took create_lock and meta_lock */
+	CHECK(st.arena_lock >= 2);
 
 	/* 5. The huge cache: its decay takes the lock for a cached (resident) mapping, and none
 	 * at all once the cache is empty (it looked at 16 slots under the lock before). */
