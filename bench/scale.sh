@@ -9,7 +9,7 @@
 # min(16, CPUs / 2); the total work of a workload is the same at every CPU count.
 #
 # Usage: bench/scale.sh [-b BEFORE.so] [-a AFTER.so] [-c "2 16 64 224"] [-w "churn-16-512 ..."]
-#                       [-t THREADS] [-r RUNS] [-s SCALE] [--json FILE] [--env NAME=VALUE]
+#                       [-t THREADS] [-r RUNS] [-s SCALE] [--steady K] [--json FILE] [--env NAME=VALUE]
 #                       [--no-build]
 #   -b   a second library shown side by side (before/after; "~" marks a hold time borrowed
 #        from the other library where one does not report it)

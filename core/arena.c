@@ -6,6 +6,8 @@
  */
 #include "arena.h"
 #include "config.h"
+#include "lockstat.h"
+#include "stat.h"
 #include "early.h"
 #include "vgmode.h"
 
@@ -24,6 +26,8 @@ _Atomic int pcpm_nr_arenas PCPM_HOT;
 static _Atomic(struct region *_Atomic *) map_root[1 << ROOT_BITS];
 static pcpm_lock_t map_lock PCPM_HOT = PCPM_LOCK_INIT;
 static pcpm_lock_t meta_lock PCPM_HOT = PCPM_LOCK_INIT;
+/* their lock profile (and create_lock's): the arena_lock* family of the statistics */
+static struct lock_stat map_ls, meta_ls;
 static struct region *region_free_list PCPM_HOT;
 
 struct region *pcpm_region_of(const void *p)
@@ -74,7 +78,7 @@ static bool map_update(const void *base, size_t len, struct region *r, bool publ
 	bool ok = true;
 	if ((a + len - 1) >> 47 || a + len - 1 < a)
 		return false; /* past the user address space (a growth in place that cannot be) */
-	pcpm_lock(&map_lock);
+	lockstat_lock(&map_lock, &map_ls);
 	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
 		/* A compare-exchange of NULL with NULL reads the root entry with a write: the
 		 * first touch of this page of map_root (zero-filled .bss) faults once, for
@@ -96,7 +100,7 @@ static bool map_update(const void *base, size_t len, struct region *r, bool publ
 			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
 					      memory_order_release);
 	}
-	pcpm_unlock(&map_lock);
+	lockstat_unlock(&map_lock, &map_ls);
 	return ok;
 }
 
@@ -119,10 +123,10 @@ static void *__meta_alloc(size_t len);
 static void *meta_alloc_try(size_t len)
 {
 	len = ALIGN_UP(len, 64);
-	if (!pcpm_trylock(&meta_lock))
+	if (!lockstat_trylock(&meta_lock, &meta_ls))
 		return NULL;
 	void *r = __meta_alloc(len);
-	pcpm_unlock(&meta_lock);
+	lockstat_unlock(&meta_lock, &meta_ls);
 	return r;
 }
 
@@ -137,7 +141,7 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 	for (uintptr_t g = g0; have_leaves && g <= g1; g++)
 		have_leaves = atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire) != NULL;
 	/* map_lock, when free, keeps two handlers from mapping a leaf each for one slot */
-	bool locked = !have_leaves && pcpm_trylock(&map_lock);
+	bool locked = !have_leaves && lockstat_trylock(&map_lock, &map_ls);
 	bool ok = true;
 	for (uintptr_t g = g0; ok && g <= g1; g++) {
 		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
@@ -165,7 +169,7 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
 	}
 	if (locked)
-		pcpm_unlock(&map_lock);
+		lockstat_unlock(&map_lock, &map_ls);
 	return ok;
 }
 
@@ -210,7 +214,7 @@ static struct region *region_pop_unlock(void)
 	struct region *r = region_free_list;
 	if (r)
 		region_free_list = r->next_free;
-	pcpm_unlock(&meta_lock);
+	lockstat_unlock(&meta_lock, &meta_ls);
 	if (r)
 		memset(r, 0, sizeof(*r));
 	return r;
@@ -218,7 +222,7 @@ static struct region *region_pop_unlock(void)
 
 struct region *pcpm_region_new_try(void)
 {
-	if (!pcpm_trylock(&meta_lock))
+	if (!lockstat_trylock(&meta_lock, &meta_ls))
 		return nested_region_claim();
 	struct region *r = region_pop_unlock();
 	if (!r)
@@ -268,13 +272,14 @@ static size_t desc_bytes(size_t len)
 
 /* Zones grow under their own locks: arena creation is serialised here (index, table). */
 static pcpm_lock_t create_lock PCPM_HOT = PCPM_LOCK_INIT;
+static struct lock_stat create_ls;
 static struct arena *arena_create_locked(size_t min_bytes);
 
 struct arena *pcpm_arena_create(size_t min_bytes)
 {
-	pcpm_lock(&create_lock);
+	lockstat_lock(&create_lock, &create_ls);
 	struct arena *a = arena_create_locked(min_bytes);
-	pcpm_unlock(&create_lock);
+	lockstat_unlock(&create_lock, &create_ls);
 	return a;
 }
 
@@ -463,15 +468,15 @@ static void *__meta_alloc(size_t len)
 void *pcpm_meta_alloc(size_t len)
 {
 	len = ALIGN_UP(len, 64);
-	pcpm_lock(&meta_lock);
+	lockstat_lock(&meta_lock, &meta_ls);
 	void *r = __meta_alloc(len);
-	pcpm_unlock(&meta_lock);
+	lockstat_unlock(&meta_lock, &meta_ls);
 	return r;
 }
 
 struct region *pcpm_region_new(void)
 {
-	pcpm_lock(&meta_lock);
+	lockstat_lock(&meta_lock, &meta_ls);
 	struct region *r = region_pop_unlock();
 	return r ? r : pcpm_meta_alloc(sizeof(struct region));
 }
@@ -480,10 +485,10 @@ void pcpm_region_free(struct region *r)
 {
 	if (nested_region_release(r))
 		return;
-	pcpm_lock(&meta_lock);
+	lockstat_lock(&meta_lock, &meta_ls);
 	r->next_free = region_free_list;
 	region_free_list = r;
-	pcpm_unlock(&meta_lock);
+	lockstat_unlock(&meta_lock, &meta_ls);
 }
 
 void pcpm_arena_lock_all(void)
@@ -505,4 +510,13 @@ void pcpm_arena_reset_locks(void)
 	pcpm_lock_reset(&meta_lock);
 	pcpm_lock_reset(&map_lock);
 	pcpm_lock_reset(&create_lock);
+}
+
+void arena_stats_add(struct pcpm_stats *s)
+{
+	struct lock_sum ls = { 0 };
+	lock_sum_add(&ls, &map_ls);
+	lock_sum_add(&ls, &meta_ls);
+	lock_sum_add(&ls, &create_ls);
+	PCPM_STATS_LOCK(s, arena, &ls);
 }

@@ -229,6 +229,11 @@ void *pcpm_meta_alloc(size_t len);
 struct region *pcpm_region_new(void);
 void pcpm_region_free(struct region *r);
 
+/* Statistics: the arena_lock* family (map_lock, meta_lock and create_lock summed; busiest:
+ * the one taken most). */
+struct pcpm_stats;
+void arena_stats_add(struct pcpm_stats *s);
+
 /* fork support */
 void pcpm_arena_lock_all(void);
 void pcpm_arena_unlock_all(void);

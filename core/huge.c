@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "huge.h"
 #include "config.h"
+#include "lockstat.h"
 #include "stat.h"
 
 #include <errno.h>
@@ -23,6 +24,17 @@ uintptr_t pcpm_huge_base_mask PCPM_HOT; /* 0, or 1 << 63 in memcheck mode (see h
  * periodic purge gives cached pages back once they stayed unused for PCPMALLOC_DECAY_MS.
  */
 static pcpm_lock_t huge_lock = PCPM_LOCK_INIT;
+static struct lock_stat huge_ls; /* its profile: huge_lock* in the statistics */
+
+static inline void huge_lock_take(void)
+{
+	lockstat_lock(&huge_lock, &huge_ls);
+}
+
+static inline void huge_lock_drop(void)
+{
+	lockstat_unlock(&huge_lock, &huge_ls);
+}
 static struct region *huge_cache[HUGE_CACHE_SLOTS];
 static size_t huge_cached_bytes; /* resident bytes in the cache, under huge_lock */
 static _Atomic size_t huge_bytes, huge_count;
@@ -117,9 +129,9 @@ static void huge_split(struct region *r, size_t keep)
 	r->len = keep;
 	atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
 	struct region *absorbed = NULL;
-	pcpm_lock(&huge_lock);
+	huge_lock_take();
 	struct region *unmap = __huge_cache_put(t, &absorbed);
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 	huge_cache_put_done(unmap, absorbed);
 }
 
@@ -127,7 +139,7 @@ static void huge_split(struct region *r, size_t keep)
 static void huge_cache_put_list(struct region *list)
 {
 	struct region *unmap = NULL, *absorbed = NULL;
-	pcpm_lock(&huge_lock);
+	huge_lock_take();
 	while (list) {
 		struct region *next = list->deferred_next;
 		struct region *u = __huge_cache_put(list, &absorbed);
@@ -139,7 +151,7 @@ static void huge_cache_put_list(struct region *list)
 		}
 		list = next;
 	}
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 	huge_cache_put_done(unmap, absorbed);
 }
 
@@ -177,7 +189,7 @@ static void *__huge_gather(size_t len)
 		tail = &c->deferred_next;
 		have += c->len;
 	}
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 	if (!list)
 		return NULL;
 	struct region *r = pcpm_region_new();
@@ -252,7 +264,7 @@ void *huge_alloc(size_t len, size_t align)
 	atomic_fetch_add_explicit(&huge_allocs, 1, memory_order_relaxed);
 	if (align <= HUGE_ALIGN) {
 		/* best fit among the cached mappings */
-		pcpm_lock(&huge_lock);
+		huge_lock_take();
 		int best = -1;
 		for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 			struct region *r = huge_cache[i];
@@ -271,7 +283,7 @@ void *huge_alloc(size_t len, size_t align)
 		if (r->dirty)
 			huge_cached_bytes -= r->len;
 		r->next_free = NULL;
-		pcpm_unlock(&huge_lock);
+		huge_lock_drop();
 		if (r->len > ALIGN_UP(len, HUGE_ALIGN))
 			huge_split(r, ALIGN_UP(len, HUGE_ALIGN));
 		else if (r->len > len + len / 4)
@@ -427,9 +439,9 @@ void huge_cache_put(struct region *r)
 	r->dirty = 1;
 	r->freed_ms = pcpm_now_ms();
 	struct region *absorbed = NULL;
-	pcpm_lock(&huge_lock);
+	huge_lock_take();
 	struct region *unmap = __huge_cache_put(r, &absorbed);
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 	huge_cache_put_done(unmap, absorbed);
 }
 
@@ -446,7 +458,7 @@ void huge_cache_take_neighbours(char *old, size_t len, size_t max_bytes, struct 
 				struct region **above)
 {
 	*below = *above = NULL;
-	pcpm_lock(&huge_lock);
+	huge_lock_take();
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
 		struct region *c = huge_cache[i];
 		size_t have = len + (*below ? (*below)->len : 0) + (*above ? (*above)->len : 0);
@@ -464,7 +476,7 @@ void huge_cache_take_neighbours(char *old, size_t len, size_t max_bytes, struct 
 		else
 			*above = c;
 	}
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 }
 
 void huge_cache_put_back(struct region *below, struct region *above)
@@ -488,12 +500,15 @@ bool huge_cache_drain(void)
 {
 	bool any = false;
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-		pcpm_lock(&huge_lock);
+		/* racy look first, as huge_cache_decay: an empty slot costs no lock */
+		if (!__atomic_load_n(&huge_cache[i], __ATOMIC_RELAXED))
+			continue;
+		huge_lock_take();
 		struct region *r = huge_cache[i];
 		huge_cache[i] = NULL;
 		if (r && r->dirty)
 			huge_cached_bytes -= r->len;
-		pcpm_unlock(&huge_lock);
+		huge_lock_drop();
 		if (r)
 			huge_unmap(r);
 		any |= r != NULL;
@@ -505,29 +520,37 @@ bool huge_cache_drain(void)
  * mapped), as the zone purge does with free blocks. */
 void huge_cache_decay(uint64_t now)
 {
+	/* Racy first look (relaxed loads of words written under huge_lock): only resident
+	 * (dirty) mappings decay and huge_cached_bytes counts exactly those, so 0 means there
+	 * is nothing to do, and an empty slot is skipped without the lock.  A mapping cached
+	 * meanwhile is only seen at the next period, as one cached just after this pass. */
+	if (!__atomic_load_n(&huge_cached_bytes, __ATOMIC_RELAXED))
+		return;
 	for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-		pcpm_lock(&huge_lock);
+		if (!__atomic_load_n(&huge_cache[i], __ATOMIC_RELAXED))
+			continue;
+		huge_lock_take();
 		struct region *r = huge_cache[i];
 		if (!r || !r->dirty || now - r->freed_ms < (uint64_t)pcpm_cfg.decay_ms / 2) {
-			pcpm_unlock(&huge_lock);
+			huge_lock_drop();
 			continue;
 		}
 		huge_cache[i] = NULL; /* off the cache while the lock is dropped */
 		huge_cached_bytes -= r->len;
-		pcpm_unlock(&huge_lock);
+		huge_lock_drop();
 		if (pcpm_os_purge(huge_base(r), r->len))
 			r->dirty = 0; /* else it stays dirty: calloc must clear it */
 		else
 			pcpm_verbose("purge: madvise of a cached %zu KiB mapping failed: errno %d",
 				     r->len >> 10, pcpm_purge_errno);
-		pcpm_lock(&huge_lock);
+		huge_lock_take();
 		if (!huge_cache[i]) {
 			huge_cache[i] = r;
 			if (r->dirty)
 				huge_cached_bytes += r->len;
 			r = NULL;
 		}
-		pcpm_unlock(&huge_lock);
+		huge_lock_drop();
 		if (r)
 			huge_unmap(r);
 	}
@@ -612,7 +635,7 @@ void huge_live_usage(bool nowait, size_t *count, size_t *bytes)
 {
 	size_t n = 0, b = 0;
 	/* a signal handler waits for no lock: the cache then counts as in use */
-	if (nowait ? !pcpm_trylock(&huge_lock) : (pcpm_lock(&huge_lock), false)) {
+	if (nowait ? !lockstat_trylock(&huge_lock, &huge_ls) : (huge_lock_take(), false)) {
 		huge_usage(count, bytes);
 		return;
 	}
@@ -622,7 +645,7 @@ void huge_live_usage(bool nowait, size_t *count, size_t *bytes)
 			b += huge_cache[i]->len;
 		}
 	huge_usage(count, bytes);
-	pcpm_unlock(&huge_lock);
+	huge_lock_drop();
 	*count = *count > n ? *count - n : 0;
 	*bytes = *bytes > b ? *bytes - b : 0;
 }
@@ -632,6 +655,9 @@ void huge_stats_add(struct pcpm_stats *s)
 	s->huge_alloc += atomic_load_explicit(&huge_allocs, memory_order_relaxed);
 	s->huge_cache_hits += atomic_load_explicit(&huge_hits, memory_order_relaxed);
 	s->mapped_bytes += atomic_load_explicit(&huge_bytes, memory_order_relaxed);
+	struct lock_sum ls = { 0 };
+	lock_sum_add(&ls, &huge_ls);
+	PCPM_STATS_LOCK(s, huge, &ls);
 }
 
 void huge_lock_all(void)

@@ -482,6 +482,36 @@ struct page *pcp_alloc(unsigned order)
 	return NULL;
 }
 
+int pcp_alloc_bulk(unsigned order, int count, struct page **pages)
+{
+	sync_topology();
+	int nid = pcp_cpu_node(pcp_cpu());
+	int got = 0, nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
+	for (int i = 0; i < nr && got < count; i++) {
+		struct zone *z = i ? zonelist_zone(nid, i, nr) : &pcpm_zones[nid];
+		pcpm_topology_note_refill(z->managed_pages); /* as rmqueue's order > 3 path */
+		int n = zone_alloc_bulk(z, order, count - got, pages + got);
+		if (i && n) {
+			atomic_fetch_add_explicit(&z->numa_miss, (uint64_t)n, memory_order_relaxed);
+			atomic_fetch_add_explicit(&pcpm_zones[nid].numa_foreign, (uint64_t)n,
+						  memory_order_relaxed);
+		}
+		got += n;
+	}
+	return got;
+}
+
+void pcp_free_bulk(unsigned order, int count, struct page **pages)
+{
+	/* each run of blocks of one zone in one hold of that zone's lock */
+	for (int i = 0, j; i < count; i = j) {
+		struct zone *z = page_zone(pages[i]);
+		for (j = i + 1; j < count && page_zone(pages[j]) == z; j++)
+			;
+		zone_free_bulk(z, order, j - i, pages + i);
+	}
+}
+
 /* nr_pcp_high(): the high this free is measured against; tunes high on the way (§4.5). */
 static int nr_pcp_high(struct per_cpu_pages *pcp, int batch, bool free_high)
 {

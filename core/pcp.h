@@ -106,6 +106,18 @@ unsigned pcp_cpu(void);
 struct page *pcp_alloc(unsigned order);
 void pcp_free(struct page *pg, unsigned order);
 
+/*
+ * Blocks of an order the pcps do not hold (above PAGE_ALLOC_COSTLY_ORDER: slabs of orders
+ * 4-5), several per zone lock hold (alloc_pages_bulk): up to count blocks into pages[] from
+ * this CPU's node's zone, then the others in zonelist order; returns how many (fewer only
+ * when memory is exhausted).  Blocks are PG_NONE, the caller's.  pcp_free_bulk gives such
+ * blocks back, one zone lock hold per run of blocks of one zone.  Zone locks taken inside;
+ * call with no kmem_cache lock held if possible (a zone growth may run inside, with the zone
+ * lock dropped but the caller's locks held).
+ */
+int pcp_alloc_bulk(unsigned order, int count, struct page **pages);
+void pcp_free_bulk(unsigned order, int count, struct page **pages);
+
 /* drain_all_pages(): empty every pcp into the zone (malloc_trim, allocation failure). */
 void pcp_drain_all(void);
 

@@ -21,9 +21,10 @@
 #include <unistd.h>
 
 /* The layers, top down: each adds its own counters (thread caches, kmem_caches, pcps,
- * zones, huge mappings). */
+ * zones, huge mappings, the arenas' locks). */
 static void (*const layer_stats[])(struct pcpm_stats *) = {
 	tcache_stats_add, sheaf_stats_add, slab_stats_add, pcp_stats_add, zone_stats_add, huge_stats_add,
+	arena_stats_add,
 };
 
 void pcpm_stats_read(struct pcpm_stats *s)
@@ -104,7 +105,7 @@ size_t pcpm_stats_json(char *buf, size_t len)
 		    "\"pcp_refill_pages\": %llu, \"numa_miss\": %llu, \"numa_foreign\": %llu, "
 		    "\"buddyinfo\": [",
 		    n ? ", " : "", z->node, z->os_node, z->bind >= 0 ? "true" : "false",
-		    (unsigned long long)z->mbind_failed, z->managed_pages, z->free_pages,
+		    (unsigned long long)z->grower.mbind_failed, z->managed_pages, z->free_pages,
 		    (unsigned long long)count, (unsigned long long)z->pgalloc_zone,
 		    (unsigned long long)z->pgfree_zone, (unsigned long long)refills,
 		    (unsigned long long)refill_pages,

@@ -1,7 +1,7 @@
 /*
  * zone.c - the buddy allocator (see zone.h; kernel-pcp.md §4.3 "buddy basics", §12.1).
- * Calls the arena layer (growth, descriptors) and os.c (purge); called by pcp, large and
- * the periodic work.
+ * Calls zone_grow.c (the system calls of a growth, with the zone lock dropped), the arena
+ * layer (descriptors) and os.c (purge); called by pcp, large and the periodic work.
  */
 #include "zone.h"
 #include "config.h"
@@ -87,10 +87,6 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
 }
 
 /*
- * Commits the next chunk of the current arena (or a new arena) and adds it to
- * free_area[MAX_PAGE_ORDER] in address order, so low addresses are used first.
- */
-/*
  * The zone's first MAX_PAGE_ORDER block goes to the buddy in pieces, as the kernel's
  * deferred struct page init (deferred_grow_zone) initialises memory as it is needed: an
  * order-ZONE_YOUNG_ORDER block at its start, then its buddies of orders ZONE_YOUNG_ORDER,
@@ -98,123 +94,98 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
  * whole block at the first refill wrote the heads at +64, +128, +256, +512 pages: 4 pages
  * of descriptors, 4 page faults in every process, that a shell never needs.
  */
-static void zone_release(struct zone *z, struct page *pg, unsigned order)
+static void zone_release(struct zone *z, struct page *pg, unsigned order, uint8_t arena)
 {
-	set_buddy(pg, order, 0, (uint8_t)z->arena->idx);
+	set_buddy(pg, order, 0, arena);
 	pg->freed_ms = 0;
 	add_free(z, pg, order, true);
 	z->managed_pages += 1UL << order;
 }
 
-static bool zone_grow(struct zone *z)
+/* The next deferred piece of the young block goes to the buddy.  Both locks held. */
+static void __zone_grow_young(struct zone *z)
 {
-	if (z->young_off) {
-		/* merged with its free buddies like a freed block: once all pieces are in and
-		 * free, the block is whole again (not counted as a free: pgfree_zone) */
-		size_t off = z->young_off;
-		unsigned order = (unsigned)__builtin_ctzl(off);
-		struct page *pg = z->young + off;
-		pg->arena = (uint8_t)z->arena->idx;
-		z->managed_pages += 1UL << order;
-		__free_one_page(z, pg, order, 0);
-		z->pgfree_zone -= 1UL << order;
-		z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
-		return true;
-	}
-	size_t chunk = ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, 4UL << 20);
-	/* A young zone grows by what it has (4, 4, 8, 16, 32 MiB, then the full step): each
-	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
-	 * block, so a first step of 64 MiB costs every process 16 page faults while a short
-	 * one (a shell, a compiler pass) uses a few hundred KiB. */
-	chunk = MIN(chunk, MAX(z->managed_pages << PAGE_SHIFT, 4UL << 20));
-	struct page *first = NULL;
-	if (z->max_pages && z->managed_pages >= z->max_pages)
-		return false; /* exhausted: the caller falls back to another node's zone */
-	if (z->arena)
-		first = pcpm_arena_grow(z->arena, chunk);
-	if (!first) {
-		/* arena full (or refused): try a smaller step before opening a new arena */
-		if (z->arena && chunk > (4UL << 20))
-			first = pcpm_arena_grow(z->arena, 4UL << 20);
-		if (first)
-			chunk = 4UL << 20;
-	}
-	if (!first) {
-		/* an arena of this node that gave address space back (zone_shrink_arenas):
-		 * grown again in its place before a new one is opened, so the arena slots
-		 * last through any number of bursts */
-		int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
-		for (int i = 0; i < na && !first; i++) {
-			struct arena *a = pcpm_arenas[i];
-			if (!a || a == z->arena || a->node != z->node ||
-			    atomic_load_explicit(&a->committed, memory_order_relaxed) >= a->span)
-				continue;
-			size_t at = atomic_load_explicit(&a->committed, memory_order_relaxed);
-			first = pcpm_arena_grow(a, 4UL << 20);
-			if (first) {
-				z->arena = a;
-				chunk = 4UL << 20;
-				/* the policy went with the unmapped range */
-				if (z->bind >= 0 && pcpm_os_bind_node(a->base + at, chunk, z->os_node,
-								      z->bind == NUMA_BIND_STRICT) != 0)
-					z->mbind_failed++;
-			}
-		}
-	}
-	if (!first) {
-		/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail
-		 * where a small one fits */
-		struct arena *a = pcpm_arena_create(4UL << 20);
-		if (!a) {
-			pcpm_verbose("zone: cannot grow: no arena can be reserved (out of address space)");
-			return false;
-		}
-		/* before the first grow publishes its pages: a freed page finds its zone here */
-		a->node = z->node;
-		/* One mbind per arena, while nothing in it is faulted yet: the policy covers the
-		 * whole reservation, and mprotect keeps it on the pieces it commits. */
-		if (z->bind >= 0 && pcpm_os_bind_node(a->base, a->reserved, z->os_node,
-						      z->bind == NUMA_BIND_STRICT) != 0)
-			z->mbind_failed++;
-		z->arena = a;
-		chunk = MIN(chunk, a->reserved);
-		first = pcpm_arena_grow(a, chunk);
-		if (!first && chunk > (4UL << 20)) {
-			chunk = 4UL << 20;
-			first = pcpm_arena_grow(a, chunk);
-		}
-		if (!first) {
-			pcpm_verbose("zone: cannot commit a new arena's first 4 MiB (out of memory)");
-			return false;
-		}
-	}
-	size_t n = chunk >> PAGE_SHIFT;
+	/* merged with its free buddies like a freed block: once all pieces are in and free,
+	 * the block is whole again (not counted as a free: pgfree_zone) */
+	size_t off = z->young_off;
+	unsigned order = (unsigned)__builtin_ctzl(off);
+	struct page *pg = z->young + off;
+	pg->arena = z->young->arena;
+	z->managed_pages += 1UL << order;
+	__free_one_page(z, pg, order, 0);
+	z->pgfree_zone -= 1UL << order;
+	z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
+}
+
+/* online_pages: a chunk zone_grow_prepare committed goes onto free_area[MAX_PAGE_ORDER] in
+ * address order (growth adds at the tail: low addresses are used first).  Both locks held;
+ * no system call and no first touch: its head descriptors were touched outside. */
+static void __zone_grow_publish(struct zone *z, const struct zone_chunk *c)
+{
+	struct page *first = c->first;
+	size_t n = c->pages;
+	uint8_t idx = (uint8_t)c->arena->idx;
 	z->zone_grow++;
 	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages) {
-		zone_release(z, first, ZONE_YOUNG_ORDER);
+		zone_release(z, first, ZONE_YOUNG_ORDER, idx);
 		z->young = first;
 		z->young_off = 1UL << ZONE_YOUNG_ORDER;
-		first += 1UL << MAX_PAGE_ORDER;
-		n -= 1UL << MAX_PAGE_ORDER;
-		for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER)
-			zone_release(z, first + i, MAX_PAGE_ORDER);
-		return true;
+		for (size_t i = 1UL << MAX_PAGE_ORDER; i < n; i += 1UL << MAX_PAGE_ORDER)
+			zone_release(z, first + i, MAX_PAGE_ORDER, idx);
+		return;
 	}
-	z->managed_pages += n;
-	if (unlikely(pcpm_vg) && first == z->arena->desc) {
+	if (unlikely(pcpm_vg) && first == c->arena->desc) {
 		/* memcheck mode: the arena header points at page 0; a block there would never
-		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form. */
-		first[1].arena = (uint8_t)z->arena->idx; /* __free_pages_range finds the arena */
+		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form (the
+		 * first touch of their heads' descriptors stays here: a debugging run). */
+		z->managed_pages += n;
+		first[1].arena = idx; /* __free_pages_range finds the arena */
 		__free_pages_range(z, first + 1, n - 1, 0);
 		z->pgfree_zone -= n - 1;
-		return true;
+		return;
 	}
-	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER) {
-		set_buddy(first + i, MAX_PAGE_ORDER, 0, (uint8_t)z->arena->idx);
-		first[i].freed_ms = 0;
-		add_free(z, first + i, MAX_PAGE_ORDER, true);
+	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER)
+		zone_release(z, first + i, MAX_PAGE_ORDER, idx);
+}
+
+void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
+
+bool __zone_grow(struct zone *z)
+{
+	struct zone_grower *g = &z->grower;
+	/* the young block's pieces are committed already: max_pages does not stop them */
+	struct page *young = z->young_off ? z->young + z->young_off : NULL;
+	if (!young && z->max_pages && z->managed_pages >= z->max_pages)
+		return false; /* exhausted: the caller falls back to another node's zone */
+	uint64_t seq = g->seq;
+	struct zone_grow_req req = { .node = z->node, .os_node = z->os_node, .bind = z->bind,
+				     .managed_pages = z->managed_pages };
+	zone_unlock(z);
+	if (unlikely(pcpm_zone_grow_hook))
+		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
+	zone_grow_lock(g);
+	/* seq is written only under both locks: still seq here means nobody published a chunk
+	 * since our free lists ran dry, and nobody can until we do */
+	bool mine = g->seq == seq, ok = true;
+	struct zone_chunk c = { 0 };
+	if (mine) {
+		if (unlikely(pcpm_zone_grow_hook))
+			pcpm_zone_grow_hook(z, ZONE_GROW_COMMIT);
+		if (young)
+			zone_grow_touch(young); /* the next deferred piece's head: fault it in here */
+		else
+			ok = zone_grow_prepare(g, &req, &c);
 	}
-	return true;
+	zone_lock(z);
+	if (mine && ok) {
+		if (young)
+			__zone_grow_young(z);
+		else
+			__zone_grow_publish(z, &c);
+		g->seq++;
+	}
+	zone_grow_unlock(g);
+	return ok;
 }
 
 /* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end, so a program that
@@ -223,7 +194,8 @@ static bool zone_grow(struct zone *z)
  * back and a second one beside it. */
 #define ZONE_SHRINK_SLACK 2
 
-/* Zone lock held.  slack: blocks kept at the end of z->arena (0: none). */
+/* Zone lock and the grower's lock held (they own the arenas' ends).  slack: blocks kept at
+ * the end of the arena being grown (0: none). */
 static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 {
 	size_t bytes = 0;
@@ -243,7 +215,7 @@ static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 				break;
 			free_top += 4UL << 20;
 		}
-		size_t keep = a == z->arena ? MIN(free_top, (size_t)slack << 22) : 0;
+		size_t keep = a == z->grower.arena ? MIN(free_top, (size_t)slack << 22) : 0;
 		while (nc > c - free_top + keep) {
 			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
 			del_free(z, pg, MAX_PAGE_ORDER);
@@ -263,14 +235,21 @@ static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 
 void __zone_shrink_pending(struct zone *z)
 {
+	/* the grower's lock comes before the zone lock: only try it here; while a growth
+	 * runs, the zone wants its memory anyway, and shrink_pending stays for a later unlock */
+	if (!zone_grow_trylock(&z->grower))
+		return;
 	(void)__zone_shrink_arenas(z, ZONE_SHRINK_SLACK);
+	zone_grow_unlock(&z->grower);
 }
 
 size_t zone_shrink_arenas(struct zone *z)
 {
+	zone_grow_lock(&z->grower);
 	zone_lock(z);
 	size_t bytes = __zone_shrink_arenas(z, 0);
 	zone_unlock(z);
+	zone_grow_unlock(&z->grower);
 	return bytes;
 }
 
@@ -310,20 +289,22 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 	return NULL;
 }
 
-/* Resident memory first, then clean, then grow the zone. */
+/* Resident memory first, then clean. */
 struct page *__rmqueue(struct zone *z, unsigned order)
 {
-	/* 2 tries, and one more for each deferred piece (zone_grow) */
-	for (int tries = 0; tries < 3 + MAX_PAGE_ORDER - ZONE_YOUNG_ORDER; tries++) {
-		struct page *pg = __rmqueue_smallest(z, order, FREE_DIRTY);
-		if (!pg)
-			pg = __rmqueue_smallest(z, order, FREE_CLEAN);
-		if (pg)
+	struct page *pg = __rmqueue_smallest(z, order, FREE_DIRTY);
+	return pg ? pg : __rmqueue_smallest(z, order, FREE_CLEAN);
+}
+
+/* __rmqueue, growing the zone (lock dropped meanwhile) until a block comes or it cannot
+ * grow.  Lock held. */
+static struct page *__rmqueue_grow(struct zone *z, unsigned order)
+{
+	for (;;) {
+		struct page *pg = __rmqueue(z, order);
+		if (pg || !__zone_grow(z))
 			return pg;
-		if (!zone_grow(z))
-			return NULL;
 	}
-	return NULL;
 }
 
 /*
@@ -365,7 +346,7 @@ int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *li
 	int i;
 	zone_lock(z);
 	for (i = 0; i < count; i++) {
-		struct page *pg = __rmqueue(z, order);
+		struct page *pg = __rmqueue_grow(z, order);
 		if (!pg)
 			break;
 		pg->state = PG_PCP;
@@ -378,9 +359,35 @@ int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *li
 struct page *zone_alloc_pages(struct zone *z, unsigned order)
 {
 	zone_lock(z);
-	struct page *pg = __rmqueue(z, order);
+	struct page *pg = __rmqueue_grow(z, order);
 	zone_unlock(z);
 	return pg;
+}
+
+int zone_alloc_bulk(struct zone *z, unsigned order, int count, struct page **pages)
+{
+	int i;
+	zone_lock(z);
+	for (i = 0; i < count; i++) {
+		pages[i] = __rmqueue_grow(z, order);
+		if (!pages[i])
+			break;
+	}
+	zone_unlock(z);
+	return i;
+}
+
+void zone_free_bulk(struct zone *z, unsigned order, int count, struct page **pages)
+{
+	uint64_t now = pcpm_now_ms();
+	for (int i = 0; i < count; i++)
+		pages[i]->flags |= PG_DIRTY;
+	zone_lock(z);
+	for (int i = 0; i < count; i++)
+		__free_one_page(z, pages[i], order, now);
+	zone_unlock(z);
+	zone_balance_dirty(z);
+	zone_note_free();
 }
 
 void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
@@ -419,7 +426,7 @@ struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order)
 	if (order > MAX_PAGE_ORDER)
 		return NULL;
 	zone_lock(z);
-	struct page *pg = __rmqueue(z, order);
+	struct page *pg = __rmqueue_grow(z, order);
 	if (pg && npages < (1UL << order)) {
 		/* the tail goes straight back (with the block's clean/dirty state); it cannot
 		 * merge with the run we keep */
@@ -618,8 +625,11 @@ void zone_maybe_purge(struct zone *z, uint64_t now_ms)
 		return;
 	z->in_use_peak -= z->in_use_peak >> 4; /* racy update: a hint, not an invariant */
 	/* 1024 madvise calls (4 GiB of 4 MiB blocks) bound one pass to a few milliseconds,
-	 * none of it under the zone lock; what is left waits for the next pass */
-	zone_purge(z, half, 1024);
+	 * none of it under the zone lock; what is left waits for the next pass.  Racy first
+	 * look: with no dirty free page there is nothing to purge, and no lock is taken to
+	 * find that out; a page freed meanwhile waits for the next pass, as one freed after */
+	if (__atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED))
+		zone_purge(z, half, 1024);
 	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
 	if (unlikely(pcpm_as_limited))
 		zone_shrink_arenas(z);
@@ -676,22 +686,21 @@ void zone_wake_waiter(void)
 
 void zone_stats_add(struct pcpm_stats *s)
 {
-	struct lock_sum ls = { 0 };
+	struct lock_sum ls = { 0 }, gs = { 0 };
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++) {
 		struct zone *z = &pcpm_zones[n];
 		s->pgalloc_zone += z->pgalloc_zone;
 		s->pgfree_zone += z->pgfree_zone;
 		lock_sum_add(&ls, &z->ls);
+		lock_sum_add(&gs, &z->grower.ls);
+		s->zone_grow_ns += __atomic_load_n(&z->grower.grow_ns, __ATOMIC_RELAXED);
 		s->purge_runs += z->purge_runs;
 		s->purged_bytes += z->purged_bytes;
 		s->zone_grow += z->zone_grow;
 		s->zone_used_peak += z->in_use_max;
 		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
-	s->zone_lock += ls.acquired;
-	s->zone_lock_contended += ls.contended;
-	s->zone_lock_wait_ns += ls.wait_ns;
-	s->zone_lock_hold_ns += lock_sum_hold_ns(&ls);
-	s->zone_lock_busiest += ls.busiest;
+	PCPM_STATS_LOCK(s, zone, &ls);
+	PCPM_STATS_LOCK(s, zone_grow, &gs);
 }

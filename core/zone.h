@@ -6,18 +6,20 @@
  * inside their arena.  One zone per NUMA node; the zone lock (a futex mutex) protects the
  * free lists, every PG_BUDDY descriptor and the counters.  Functions prefixed "__" expect
  * the caller to hold the lock.  The zone grows by committing arena chunks (the memory hotplug
- * analogue) and gives idle free memory back with madvise (purge).
+ * analogue: zone_grow.c commits with the lock dropped, zone.c publishes under it) and gives
+ * idle free memory back with madvise (purge).
  */
 #ifndef PCPM_ZONE_H
 #define PCPM_ZONE_H
 
 #include "arena.h"
 #include "lockstat.h"
+#include "zone_grow.h"
 
 #define MAX_PAGE_ORDER 10 /* 4 MiB blocks */
 #define NR_PAGE_ORDERS (MAX_PAGE_ORDER + 1)
 /* The first MAX_PAGE_ORDER block of a zone goes to its buddy as an order-ZONE_YOUNG_ORDER
- * block and then the buddies of it, each when needed (zone_grow in zone.c). */
+ * block and then the buddies of it, each when needed (__zone_grow in zone.c). */
 #define ZONE_YOUNG_ORDER 6
 
 /*
@@ -50,10 +52,10 @@ struct zone {
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	struct lock_stat ls; /* the lock profile: zone_lock* in the statistics */
 	struct free_area free_area[NR_PAGE_ORDERS];
-	struct arena *arena;	/* arena being grown */
 	size_t managed_pages;	/* pages committed into this zone and given to its buddy */
 	/* The first block's pages not yet given to the buddy (deferred_grow_zone): from
-	 * young + young_off to the end of that MAX_PAGE_ORDER block; off 0: none. */
+	 * young + young_off to the end of that MAX_PAGE_ORDER block; off 0: none.  Written
+	 * under the zone lock and the grower's lock. */
 	struct page *young;
 	size_t young_off;
 	size_t free_pages;	/* pages on the free lists */
@@ -69,11 +71,12 @@ struct zone {
 	_Atomic(struct page *) deferred;
 	/* counters, under lock */
 	uint64_t pgalloc_zone, pgfree_zone, purge_runs, purged_bytes, zone_grow;
-	uint64_t mbind_failed; /* arenas whose mbind the kernel refused (under lock) */
 	/* zonelist fallback, counted without a lock (rare): numa_miss = blocks this zone
 	 * served for a CPU of another node, numa_foreign = blocks meant for this zone that
 	 * another zone served (the kernel's NUMA_MISS / NUMA_FOREIGN) */
 	_Atomic uint64_t numa_miss, numa_foreign;
+	/* growth: its own lock, taken with the zone lock dropped (zone_grow.h) */
+	struct zone_grower grower PCPM_CACHELINE_ALIGNED;
 } __attribute__((aligned(64)));
 
 /*
@@ -107,8 +110,24 @@ static inline void zone_unlock(struct zone *z)
 	lockstat_unlock(&z->lock, &z->ls);
 }
 
-/* One block of 2^order pages, or NULL when memory is exhausted.  Lock held. */
+/* One block of 2^order pages from the free lists, or NULL when they have none (the zone is
+ * not grown: the callers below grow it with the lock dropped).  Lock held. */
 struct page *__rmqueue(struct zone *z, unsigned order);
+
+/*
+ * Growth (the kernel's memory hotplug, kernel-pcp.md §12.1): with the zone lock held on entry
+ * and on return, drops it, takes the grower's lock, commits a chunk outside both the zone
+ * lock and any system call under it (zone_grow.c), and publishes it on the free lists under
+ * the zone lock again.  A grower that finds another one published a chunk since its lists
+ * ran dry grows nothing.  True when the caller should look at the free lists again, false
+ * when the zone cannot grow (max_pages, address space or memory exhausted).
+ */
+bool __zone_grow(struct zone *z);
+
+/* Test hook (NULL in the library): called by __zone_grow with the zone lock free, before
+ * it waits for the grower's lock (ZONE_GROW_WAIT) and before it commits (ZONE_GROW_COMMIT). */
+enum { ZONE_GROW_WAIT, ZONE_GROW_COMMIT };
+extern void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
 /* Frees a block and merges it with its buddies; pg->flags (PG_DIRTY) say whether it was
  * written.  Lock held. */
 void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t now_ms);
@@ -122,6 +141,17 @@ int rmqueue_bulk(struct zone *z, unsigned order, int count, struct list_head *li
 /* The pcp-bypassing paths (rmqueue_buddy / free_one_page): one block, lock taken inside. */
 struct page *zone_alloc_pages(struct zone *z, unsigned order);
 void zone_free_pages(struct zone *z, struct page *pg, unsigned order);
+
+/*
+ * The same for several blocks in one zone lock hold (the kernel's alloc_pages_bulk with a
+ * page array, and free_pages_bulk): for callers that bypass the pcp, such as slabs of
+ * orders 4-5.  zone_alloc_bulk puts up to count blocks of 2^order pages into pages[]
+ * (state PG_NONE: the caller's) and returns how many, fewer only when memory is exhausted;
+ * the zone grows with the lock dropped when needed.  zone_free_bulk gives count blocks back
+ * (written: PG_DIRTY) and wakes the purge like zone_free_pages.  Take the lock inside.
+ */
+int zone_alloc_bulk(struct zone *z, unsigned order, int count, struct page **pages);
+void zone_free_bulk(struct zone *z, unsigned order, int count, struct page **pages);
 
 /*
  * Page runs for large allocations (alloc_pages_exact): npages pages starting at a block

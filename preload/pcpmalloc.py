@@ -355,7 +355,8 @@ CPU_EVENTS = ['refills', 'drains', 'free_high_drains', 'high_raises', 'high_deca
 # summed counters shown as events since the last refresh
 EVENTS = ['malloc_calls', 'free_calls', 'refills', 'drains', 'free_high_drains', 'zone_lock',
           'zone_lock_contended', 'zone_lock_wait_ns', 'pcp_lock_contended', 'slab_lock',
-          'slab_lock_contended', 'purge_runs', 'purged_bytes', 'zone_grow']
+          'slab_lock_contended', 'purge_runs', 'purged_bytes', 'zone_grow', 'zone_grow_ns',
+          'zone_lock_long_holds', 'zone_grow_lock_contended', 'huge_lock', 'huge_lock_contended']
 
 
 def delta(now, before, keys):
@@ -415,8 +416,13 @@ def render(pid, s):
              f'{(d["zone_lock_wait_ns"] / 1e6 if d else 0):.2f} ms; pcp trylock failed '
              f'{ev("pcp_lock_contended")}; slab lock: {ev("slab_lock_contended")} of '
              f'{ev("slab_lock")} contended')
+    o.append(f'zone lock holds over 100 us: {ev("zone_lock_long_holds")} (longest ever '
+             f'{s.get("zone_lock_hold_max_ns", 0) / 1000:.0f} us); huge lock: '
+             f'{ev("huge_lock_contended")} of {ev("huge_lock")} contended')
     o.append(f'purge: {ev("purge_runs")} runs, {mib(d["purged_bytes"]) if d else "-"} '
-             f'(total {mib(s.get("purged_bytes", 0))}); zone grew {ev("zone_grow")} times')
+             f'(total {mib(s.get("purged_bytes", 0))}); zone grew {ev("zone_grow")} times '
+             f'({(d["zone_grow_ns"] / 1e6 if d else 0):.2f} ms, outside the zone lock; '
+             f'{ev("zone_grow_lock_contended")} waited for another grower)')
     for z in s.get('zones', []):
         o.append(f'buddyinfo Node {z.get("node")}, zone Normal ' +
                  ' '.join(f'{n:5}' for n in z.get('buddyinfo', [])) +

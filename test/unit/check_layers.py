@@ -42,6 +42,7 @@ LAYERS = [
     ['core/slab.c'],
     ['core/pcp.c'],
     ['core/zone.c'],
+    ['core/zone_grow.c'],       # the zone's growth outside its lock (arena commit, first touch)
     ['core/huge.c'],
     ['topology/topology.c'],
     ['topology/hwtopo.c', 'topology/sysfs.c'],  # the hwloc walk; this machine from sysfs

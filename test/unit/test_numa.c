@@ -69,7 +69,7 @@ int main(void)
 	struct page *big = pcp_alloc(5); /* above the pcp orders: straight from the zone */
 	CHECK(big && page_zone(big) == z1);
 	/* zone 1's arena is bound (to the kernel's node 0: the only node every machine has) */
-	CHECK_EQ(z1->mbind_failed, 0);
+	CHECK_EQ(z1->grower.mbind_failed, 0);
 	CHECK_EQ(mempolicy_of(page_address(a)), MPOL_PREFERRED);
 
 	/* Now on node 0: allocations come from zone 0, and frees of zone-1 pages go to this

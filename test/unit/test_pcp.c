@@ -148,6 +148,21 @@ int main(void)
 	pcp->last_decay_ms = 0;
 	pcp_decay_all(pcpm_now_ms() + 10);
 	CHECK_EQ(pcp->high, 4000 - 500);
+
+	/* slabs of orders 4-5 in bulk: six order-4 blocks in one zone lock hold (the zone has a
+	 * free 4 MiB block after these two lines), and back in one more */
+	pcpm_cfg.dirty_min_mb = 1024; /* no purge on the way: exact lock counts */
+	struct page *blk = pcp_alloc(MAX_PAGE_ORDER);
+	CHECK(blk);
+	pcp_free(blk, MAX_PAGE_ORDER);
+	struct page *bulk[6];
+	uint64_t acq = pcpm_zone.ls.acquired;
+	CHECK_EQ(pcp_alloc_bulk(4, 6, bulk), 6);
+	CHECK_EQ(pcpm_zone.ls.acquired, acq + 1);
+	for (int k = 0; k < 6; k++)
+		CHECK(bulk[k]->state == PG_NONE && (page_pfn(bulk[k]) & 15) == 0);
+	pcp_free_bulk(4, 6, bulk);
+	CHECK_EQ(pcpm_zone.ls.acquired, acq + 2);
 	printf("pcp: batch %d high_min %d high_max %d, %llu drains, %llu free_high drains\n",
 	       pcp->batch, pcp->high_min, pcp->high_max, (unsigned long long)pcp->drains,
 	       (unsigned long long)pcp->free_high_drains);

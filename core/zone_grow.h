@@ -1,0 +1,79 @@
+/*
+ * zone_grow.h - growing a zone outside its lock (the memory hotplug analogue: add_memory
+ * prepares the memory map, online_pages then gives the pages to the buddy under the zone
+ * lock).  zone_grow.c does the slow half - arena reservation and commit (mmap, mprotect,
+ * mbind), the radix map, the first touch of the head descriptors - with the zone lock free;
+ * zone.c publishes the chunk under the zone lock.  One grower at a time per zone: the
+ * grower's lock, taken with the zone lock dropped (lock order: pcp, grow, zone).
+ */
+#ifndef PCPM_ZONE_GROW_H
+#define PCPM_ZONE_GROW_H
+
+#include "arena.h"
+#include "lockstat.h"
+
+/* Per zone: who may grow it now.  Fields under lock unless said otherwise. */
+struct zone_grower {
+	pcpm_lock_t lock;	/* one grower at a time; never taken with the zone lock held
+				 * (zone_unlock's shrink only tries it) */
+	struct lock_stat ls;	/* the lock profile: zone_grow_lock* in the statistics */
+	struct arena *arena;	/* arena being grown */
+	/* growths published: written under this lock and the zone lock, so read under either;
+	 * a grower that finds it moved since its free lists ran dry grows nothing (the chunk
+	 * another grower published is there to take) */
+	uint64_t seq;
+	uint64_t grow_ns;	/* time spent preparing growths, ns */
+	uint64_t mbind_failed;	/* arenas (or ranges) whose mbind the kernel refused */
+};
+
+/* What the zone lock holder saw when its free lists ran dry (read under the zone lock). */
+struct zone_grow_req {
+	int node;		/* the zone's node: new arenas get it */
+	int os_node;		/* the kernel's node number, for mbind */
+	int bind;		/* NUMA_BIND_* or -1 */
+	size_t managed_pages;	/* the zone's size: a young zone grows in smaller steps */
+};
+
+/* A prepared chunk: committed, mapped in the radix map, its head descriptors touched, not yet
+ * on any free list (state PG_NONE: nobody else reads it as a block). */
+struct zone_chunk {
+	struct arena *arena;
+	struct page *first;	/* descriptor of its first page */
+	size_t pages;		/* a multiple of 2^MAX_PAGE_ORDER */
+};
+
+static inline void zone_grow_lock(struct zone_grower *g)
+{
+	lockstat_lock(&g->lock, &g->ls);
+}
+
+static inline bool zone_grow_trylock(struct zone_grower *g)
+{
+	return lockstat_trylock(&g->lock, &g->ls);
+}
+
+static inline void zone_grow_unlock(struct zone_grower *g)
+{
+	lockstat_unlock(&g->lock, &g->ls);
+}
+
+/*
+ * Commits the next chunk for a zone (its current arena, a smaller step, an arena of its node
+ * that gave space back, or a new arena) and touches the descriptor pages of the chunk's
+ * block heads, all with the zone lock free.  Grow lock held.  False when the address space
+ * or memory is exhausted (c untouched).  The kernel's add_memory + the memmap init of
+ * __add_pages (the zone's free lists are zone.c's: __zone_grow).
+ */
+bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, struct zone_chunk *c);
+
+/*
+ * Touches (writes) the descriptor pg so that its page is faulted in now, outside any lock;
+ * pg must be on no list (PG_NONE, unpublished): only freed_ms, zero in a fresh descriptor,
+ * is written.
+ */
+static inline void zone_grow_touch(struct page *pg)
+{
+	__atomic_store_n(&pg->freed_ms, 0, __ATOMIC_RELAXED);
+}
+
+#endif

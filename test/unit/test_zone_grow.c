@@ -1,0 +1,232 @@
+/*
+ * test_zone_grow.c - the zone grows outside its lock, one grower at a time, and the lock
+ * profile counts what it sees (issue 22, build items 6 and 7):
+ *   - while a grower commits memory (hook at ZONE_GROW_COMMIT: where the system calls run),
+ *     another thread takes the zone lock and allocates from the free lists;
+ *   - two threads whose free lists ran dry at the same time grow the zone once: the second
+ *     finds the first's chunk (zone_grow counts one growth, and both get a block);
+ *   - zone_alloc_bulk / zone_free_bulk move several blocks in one zone lock hold;
+ *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
+ *     (and in the statistics keys);
+ *   - the huge cache's periodic decay, and the zone's periodic purge, take no lock when
+ *     there is nothing to decay or purge.
+ */
+#include "unit.h"
+#include "config.h"
+#include "huge.h"
+#include "stat.h"
+#include "zone.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+
+static struct zone *z;
+
+/* --- 1. the zone lock is free while the zone grows --- */
+
+static int lock_was_free = -1, other_blocks;
+
+static void *take_zone_lock(void *arg)
+{
+	(void)arg;
+	/* a trylock, so a zone that grows under its lock fails the check instead of hanging */
+	int free_now = pcpm_trylock(&z->lock);
+	if (lock_was_free != 0)
+		lock_was_free = free_now;
+	if (free_now) {
+		pcpm_unlock(&z->lock);
+		struct page *pg = zone_alloc_pages(z, 0); /* from the free lists: no growth */
+		CHECK(pg);
+		other_blocks++;
+		zone_free_pages(z, pg, 0);
+	}
+	return NULL;
+}
+
+static int commits_seen;
+
+static void hook_lock_free(struct zone *hz, int stage)
+{
+	if (hz != z || stage != ZONE_GROW_COMMIT)
+		return;
+	commits_seen++;
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, take_zone_lock, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
+/* --- 2. two growers at once grow the zone once --- */
+
+static _Atomic int b_waiting;
+static pthread_t main_thread;
+static pthread_t b_thread;
+static struct page *b_block;
+
+static void *grow_b(void *arg)
+{
+	(void)arg;
+	b_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	return NULL;
+}
+
+static void hook_two_growers(struct zone *hz, int stage)
+{
+	if (hz != z || stage != ZONE_GROW_WAIT)
+		return;
+	if (!pthread_equal(pthread_self(), main_thread)) {
+		atomic_store(&b_waiting, 1); /* B's free lists ran dry too: it goes for the lock */
+		return;
+	}
+	if (b_waiting)
+		return;
+	/* A (this thread) found no block and dropped the zone lock: B now finds none either,
+	 * before anybody grows */
+	CHECK(pthread_create(&b_thread, NULL, grow_b, NULL) == 0);
+	while (!atomic_load(&b_waiting))
+		sched_yield();
+}
+
+/* Takes every free page of the zone as order-MAX_PAGE_ORDER blocks (none smaller is free:
+ * the caller freed everything, so the free memory is whole blocks). */
+static int take_all(struct page **held, int max)
+{
+	int n = 0;
+	while (z->free_pages) {
+		CHECK(n < max);
+		held[n] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+		CHECK(held[n]);
+		n++;
+	}
+	return n;
+}
+
+int main(void)
+{
+	pcpm_config_init();
+	pcpm_cfg.arena_chunk_mb = 8; /* two blocks per chunk once the zone has 8 MiB */
+	pcpm_cfg.dirty_min_mb = 1024; /* no purge from the frees below: exact lock counts */
+	z = &pcpm_zone;
+	pcpm_zone_init(z);
+	main_thread = pthread_self();
+
+	/* 1. A young zone's first page; then a 4 MiB block needs the deferred pieces and a
+	 * growth.  Each time the grower is in the commit stage, another thread takes the zone
+	 * lock and gets a page from the free lists. */
+	struct page *p0 = zone_alloc_pages(z, 0);
+	CHECK(p0);
+	pcpm_zone_grow_hook = hook_lock_free;
+	struct page *big = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	pcpm_zone_grow_hook = NULL;
+	CHECK(big);
+	CHECK(commits_seen >= 1);
+	CHECK_EQ(lock_was_free, 1);
+	CHECK_EQ(other_blocks, commits_seen);
+	zone_free_pages(z, big, MAX_PAGE_ORDER);
+	zone_free_pages(z, p0, 0);
+	CHECK_EQ(z->free_pages, z->managed_pages);
+
+	/* 2. Grow the zone to 8 MiB or more, everything taken: the next chunk holds two blocks.
+	 * A and B both find the lists empty; exactly one of them grows. */
+	static struct page *held[64];
+	int n = 0;
+	while (z->managed_pages < 2UL << MAX_PAGE_ORDER || z->free_pages) {
+		n += take_all(held + n, 64 - n);
+		if (z->managed_pages < 2UL << MAX_PAGE_ORDER) {
+			held[n] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+			CHECK(held[n]);
+			n++;
+		}
+	}
+	CHECK_EQ(z->free_pages, 0);
+	uint64_t grows = z->zone_grow, seq = z->grower.seq;
+	pcpm_zone_grow_hook = hook_two_growers;
+	struct page *a_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	CHECK(pthread_join(b_thread, NULL) == 0);
+	pcpm_zone_grow_hook = NULL;
+	CHECK(a_block && b_block && a_block != b_block);
+	CHECK_EQ(z->zone_grow, grows + 1); /* one chunk of 8 MiB, not two */
+	CHECK_EQ(z->grower.seq, seq + 1);
+	CHECK_EQ(z->free_pages, 0);
+	held[n++] = a_block;
+	held[n++] = b_block;
+	for (int i = 0; i < n; i++)
+		zone_free_pages(z, held[i], MAX_PAGE_ORDER);
+
+	/* 3. Bulk: eight order-4 blocks (a 64 KiB slab each) in one zone lock hold, and back
+	 * in one more. */
+	struct page *pages[8];
+	uint64_t acq = z->ls.acquired;
+	CHECK_EQ(zone_alloc_bulk(z, 4, 8, pages), 8);
+	CHECK_EQ(z->ls.acquired, acq + 1);
+	for (int i = 0; i < 8; i++) {
+		CHECK_EQ(page_pfn(pages[i]) & 15, 0);
+		CHECK_EQ(pages[i]->state, PG_NONE);
+		for (int j = 0; j < i; j++)
+			CHECK(pages[i] != pages[j]);
+	}
+	size_t free_before = z->free_pages;
+	zone_free_bulk(z, 4, 8, pages);
+	CHECK_EQ(z->ls.acquired, acq + 2);
+	CHECK_EQ(z->free_pages, free_before + 8 * 16);
+	CHECK_EQ(z->free_pages, z->managed_pages);
+
+	/* 3b. The periodic purge takes no lock to find that no dirty free page is there. */
+	zone_purge(z, 0, 0);
+	CHECK_EQ(z->dirty_pages, 0);
+	acq = z->ls.acquired;
+	zone_maybe_purge(z, pcpm_now_ms() + 3600000);
+	CHECK_EQ(z->ls.acquired, acq);
+
+	/* 4. A long hold is counted, in the mean, the maximum and long_holds. */
+	uint64_t longs = z->ls.long_holds, total = z->ls.hold_cycles;
+	zone_lock(z);
+	uint64_t t0 = pcpm_cycles();
+	while (pcpm_cycles() - t0 < 2 * (uint64_t)LOCKSTAT_LONG)
+		;
+	zone_unlock(z);
+	CHECK_EQ(z->ls.long_holds, longs + 1);
+	CHECK(z->ls.hold_max >= 2 * (uint64_t)LOCKSTAT_LONG);
+	CHECK(z->ls.hold_cycles - total >= 2 * (uint64_t)LOCKSTAT_LONG);
+	struct pcpm_stats st;
+	memset(&st, 0, sizeof(st));
+	zone_stats_add(&st);
+	CHECK(st.zone_lock_long_holds >= 1);
+	CHECK(st.zone_lock_long_hold_ns >= st.zone_lock_hold_max_ns);
+	CHECK(st.zone_lock_hold_max_ns > 0);
+	CHECK(st.zone_grow >= 2);
+	CHECK(st.zone_grow_lock >= 2);
+	arena_stats_add(&st); /* the arena's creation took create_lock and meta_lock */
+	CHECK(st.arena_lock >= 2);
+
+	/* 5. The huge cache: its decay takes the lock for a cached (resident) mapping, and none
+	 * at all once the cache is empty (it looked at 16 slots under the lock before). */
+	char *h = huge_alloc(8UL << 20, 16);
+	CHECK(h);
+	memset(h, 1, 8UL << 20);
+	struct region *r = pcpm_region_of(h);
+	CHECK(r && r->kind == REGION_HUGE);
+	huge_free(r);
+	CHECK(huge_cache_resident() > 0);
+	memset(&st, 0, sizeof(st));
+	huge_stats_add(&st);
+	uint64_t hacq = st.huge_lock;
+	CHECK(hacq >= 2); /* alloc and free were profiled */
+	huge_cache_decay(pcpm_now_ms() + 3600000);
+	memset(&st, 0, sizeof(st));
+	huge_stats_add(&st);
+	CHECK(st.huge_lock > hacq);
+	CHECK(huge_cache_drain());
+	memset(&st, 0, sizeof(st));
+	huge_stats_add(&st);
+	hacq = st.huge_lock;
+	huge_cache_decay(pcpm_now_ms() + 7200000);
+	memset(&st, 0, sizeof(st));
+	huge_stats_add(&st);
+	CHECK_EQ(st.huge_lock, hacq);
+
+	printf("zone_grow: %llu growths, %llu ns growing, zone lock longest hold %llu ns\n",
+	       (unsigned long long)z->zone_grow, (unsigned long long)z->grower.grow_ns,
+	       (unsigned long long)(z->ls.hold_max * pcpm_ns_per_cycle()));
+	return 0;
+}
