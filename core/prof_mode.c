@@ -1,0 +1,249 @@
+/*
+ * prof_mode.c - the heap profiler's front end (PCPMALLOC_PROF=1): which allocations are
+ * sampled.  Calls the default functions (alloc_default.h), large.c for the sampled blocks,
+ * prof.c's records and prof_dump.c's interval count; called by api.c.
+ *
+ * Sampling, as tcmalloc's Sampler and jemalloc's prof_sample: the bytes a thread allocates
+ * form one stream, sampling points fall in it as a Poisson process of mean interval
+ * pcpm_prof_rate bytes (exponential gaps), and an allocation that holds a point is sampled.
+ * A block of s bytes is then sampled with probability 1 - exp(-s/rate), and google-pprof
+ * (heap_v2) divides by it: the estimate is unbiased.
+ *
+ * The thread-cache fast path is kept as it is (the instructions of the default mode, no
+ * counter): the bytes are counted where objects leave the slab layer for the thread - at
+ * each refill, the objects it moved into the cache times the request's size - and at every
+ * allocation that has no fast path (calloc, realloc, aligned, paged classes, page runs,
+ * huge).  The cost is one subtraction per refill (every 15 objects at most).  What this
+ * does not see is a block that a thread frees and allocates again from its own cache
+ * (at most 60 objects, 32 KiB above 4 KiB): churn inside the cache never reaches the slabs,
+ * so the "allocated" columns undercount such churn; the in-use columns, which follow what
+ * stays allocated, are unbiased as long as a class's requests have one size (a refill is
+ * counted at the size of the request that found the cache empty).  The sampling points of
+ * a refill land on its objects; the allocation that made the refill is the sample, with a
+ * weight of the objects that held a point (one but when the rate is close to a refill's
+ * bytes).
+ *
+ * A sampled block is made a page run (large.c) even when it is small, so that its free
+ * never takes the fast path: every free that is not a slab object reaches this front end,
+ * which looks the address up in prof.c's live table (page aligned only: one cache line).
+ * A 16-byte sample costs a 4 KiB page; at the default rate that is under 1% of the heap.
+ */
+#include "alloc.h"
+#include "large.h"
+#include "prof.h"
+#include "prof_dump.h"
+#include "prof_mode.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Per thread: bytes left to the next sampling point, and the generator of the gaps.
+ * Only this thread's slow paths touch them (a handler that interrupted pcpmalloc samples
+ * nothing; one that interrupted the program runs between, never inside, our updates). */
+struct prof_tls {
+	uint64_t until;
+	uint64_t rng;
+};
+static __thread struct prof_tls prof_tls __attribute__((tls_model("initial-exec")));
+
+#define LN2 0.69314718055994530942
+
+/* Natural logarithm of u in (0, 1] without libm (the library links libc only): u = m 2^e,
+ * ln m = 2 atanh((m - 1) / (m + 1)) by its series, |z| < 0.172: 6 terms, error < 1e-10. */
+static double prof_ln(double u)
+{
+	uint64_t bits;
+	memcpy(&bits, &u, sizeof(bits));
+	int e = (int)((bits >> 52) & 0x7ff) - 1023;
+	bits = (bits & ((1ull << 52) - 1)) | (1023ull << 52);
+	double m;
+	memcpy(&m, &bits, sizeof(m));
+	if (m > 1.41421356237309504880) {
+		m /= 2;
+		e++;
+	}
+	double z = (m - 1) / (m + 1), z2 = z * z;
+	double s = z * (1 + z2 * (1.0 / 3 + z2 * (1.0 / 5 + z2 * (1.0 / 7 + z2 * (1.0 / 9 + z2 / 11)))));
+	return 2 * s + e * LN2;
+}
+
+/* The next exponential gap, in bytes (at least 1). */
+static uint64_t next_gap(struct prof_tls *t)
+{
+	uint64_t x = t->rng; /* xorshift64* */
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	t->rng = x;
+	x *= 0x2545f4914f6cdd1dull;
+	double u = (double)((x >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+	double g = -prof_ln(u) * (double)pcpm_prof_rate;
+	if (g < 1)
+		return 1;
+	return g > 1e15 ? (uint64_t)1e15 : (uint64_t)g;
+}
+
+/*
+ * Counts nobj objects of size bytes (the current allocation's first) into the thread's
+ * stream.  Returns how many of them hold a sampling point (the weight of the sample the
+ * current allocation becomes; 0: no sample); *points: the points passed.
+ */
+static unsigned count_bytes(uint64_t nobj, size_t size, unsigned *points)
+{
+	struct prof_tls *t = &prof_tls;
+	*points = 0;
+	if (!size)
+		return 0;
+	if (unlikely(!t->rng)) {
+		t->rng = (pcpm_random64() ^ (uintptr_t)t) | 1;
+		t->until = next_gap(t);
+	}
+	uint64_t total = nobj * size;
+	if (likely(t->until > total)) {
+		t->until -= total;
+		return 0;
+	}
+	unsigned w = 0, m = 0;
+	uint64_t last = UINT64_MAX, pos = t->until; /* the point lies in byte pos - 1 */
+	while (pos <= total) {
+		uint64_t idx = (pos - 1) / size;
+		if (idx != last) {
+			w++;
+			last = idx;
+		}
+		m++;
+		pos += next_gap(t);
+	}
+	t->until = pos - total;
+	*points = m;
+	return w;
+}
+
+/* A block of its own for a sample: a page run (or a huge mapping above 4 MiB). */
+static void *sample_block(size_t n, size_t align)
+{
+	bool run;
+	void *q = large_alloc(n ? n : 1, align, &run);
+	if (q)
+		pcpm_count_malloc(run);
+	return q;
+}
+
+static void record(void *q, size_t n, unsigned weight, unsigned points, uintptr_t leaf)
+{
+	uintptr_t pcs[PROF_MAX_DEPTH];
+	unsigned d = prof_backtrace(pcs, PROF_MAX_DEPTH, leaf);
+	prof_sample_add(q, n, weight, prof_bucket_get(pcs, d));
+	pcpm_prof_allocated((uint64_t)points * pcpm_prof_rate);
+}
+
+static inline bool page_aligned(const void *p)
+{
+	return !((uintptr_t)p & (PAGE_SIZE - 1));
+}
+
+/* The block p of n bytes that dfl_malloc_slow just returned: counted, and replaced by a
+ * sampled block when it holds a point. */
+static void *after_malloc(void *p, size_t n, uintptr_t leaf)
+{
+	uint64_t nobj = 1;
+	if (n <= SLAB_MAX_SIZE) { /* a refill: the objects it left on the stack count too */
+		struct tcache *tc = tcache_self();
+		unsigned cls = size_to_class(n);
+		if (tc->state == TC_ACTIVE && tc->cap[cls] >= tc->bins[cls].avail)
+			nobj += tc->cap[cls] - tc->bins[cls].avail;
+	}
+	unsigned m, w = count_bytes(nobj, n, &m);
+	if (likely(!w))
+		return p;
+	void *q = p;
+	if (!page_aligned(p) || n <= pcpm_paged_max) {
+		q = sample_block(n, 0);
+		if (!q)
+			return p; /* no memory for a page: this one goes unsampled */
+		if (n > SLAB_MAX_SIZE || !tcache_push(p, size_to_class(n)))
+			dfl_free(p, "malloc");
+	}
+	record(q, n, w, m, leaf);
+	return q;
+}
+
+static void *malloc_slow(size_t n, uintptr_t leaf)
+{
+	if (unlikely(pcpm_nested()))
+		return dfl_malloc_slow(n);
+	PCPM_INSIDE_BEGIN();
+	void *p = dfl_malloc_slow(n);
+	if (likely(p))
+		p = after_malloc(p, n, leaf);
+	PCPM_INSIDE_END();
+	return p;
+}
+
+void *prof_malloc(size_t n)
+{
+	/* malloc and pcpm_malloc_slow reach here by tail calls: the program's call site */
+	return malloc_slow(n, (uintptr_t)__builtin_return_address(0));
+}
+
+void prof_free_generic(void *p, const char *call)
+{
+	if (p && page_aligned(p))
+		prof_sample_forget(p);
+	dfl_free_generic(p, call);
+}
+
+void *prof_calloc(size_t n)
+{
+	void *p = NULL;
+	if (n <= SLAB_MAX_SIZE)
+		p = tcache_pop(size_to_class(n));
+	if (!p)
+		p = malloc_slow(n, (uintptr_t)__builtin_return_address(0));
+	return p ? dfl_calloc_clear(p, n) : NULL;
+}
+
+void *prof_realloc(void *p, size_t size)
+{
+	if (unlikely(pcpm_nested()))
+		return dfl_realloc(p, size);
+	uintptr_t leaf = (uintptr_t)__builtin_return_address(0);
+	PCPM_INSIDE_BEGIN();
+	/* a sampled block is forgotten first: realloc may keep it in place */
+	if (page_aligned(p))
+		prof_sample_forget(p);
+	unsigned m, w = count_bytes(1, size, &m);
+	void *q = dfl_realloc(p, size);
+	if (q && w) {
+		void *s = q;
+		if (!page_aligned(q) || size <= pcpm_paged_max) {
+			s = sample_block(size, 0);
+			if (s) {
+				memcpy(s, q, size);
+				dfl_free(q, "realloc");
+			}
+		}
+		if (s) {
+			record(s, size, w, m, leaf);
+			q = s;
+		}
+	}
+	PCPM_INSIDE_END();
+	return q;
+}
+
+void *prof_aligned_alloc(size_t align, size_t size)
+{
+	if (unlikely(pcpm_nested()))
+		return dfl_aligned_alloc(align, size);
+	uintptr_t leaf = (uintptr_t)__builtin_return_address(0);
+	PCPM_INSIDE_BEGIN();
+	void *q = NULL;
+	unsigned m, w = count_bytes(1, size, &m);
+	if (w && (q = sample_block(size, align)))
+		record(q, size, w, m, leaf);
+	else
+		q = dfl_aligned_alloc(align, size);
+	PCPM_INSIDE_END();
+	return q;
+}
