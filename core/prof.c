@@ -25,8 +25,11 @@
  *  - else a frame-pointer walk, bounded by the stack mapping of the thread (read once per
  *    thread from /proc/self/maps with plain system calls): each frame must lie above the
  *    previous one and inside that mapping, so a program built without frame pointers gives
- *    short stacks, never a fault.  The API entry's return address supplies the innermost
- *    caller, which the walk would skip.
+ *    short stacks, never a fault.  pcpmalloc's own code keeps no frame pointer (the fast
+ *    path would pay for it), so the walk starts from the frame pointer and the return
+ *    address the front end's entry was called with, which are the program's: the entries
+ *    are reached by tail calls from malloc, and a callee-saved register reaches them as
+ *    the program left it.
  */
 #define _GNU_SOURCE
 #include "prof.h"
@@ -342,15 +345,15 @@ out:
 	return found;
 }
 
-static unsigned fp_walk(uintptr_t *pcs, unsigned max, uintptr_t leaf)
+static unsigned fp_walk(uintptr_t *pcs, unsigned max, uintptr_t leaf, uintptr_t fp)
 {
 	unsigned n = 0;
 	if (leaf && !prof_own_pc(leaf))
 		pcs[n++] = leaf;
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t sp = (uintptr_t)&n;
 	if ((sp < stack_lo || sp >= stack_hi) && !find_stack(sp))
 		return n;
-	uintptr_t fp = sp, hi = stack_hi;
+	uintptr_t hi = stack_hi;
 	while (n < max) {
 		if ((fp & 7) || fp < sp || fp + 2 * sizeof(uintptr_t) > hi)
 			break;
@@ -367,7 +370,7 @@ static unsigned fp_walk(uintptr_t *pcs, unsigned max, uintptr_t leaf)
 	return n;
 }
 
-unsigned prof_backtrace(uintptr_t *pcs, unsigned max, uintptr_t leaf)
+unsigned prof_backtrace(uintptr_t *pcs, unsigned max, uintptr_t leaf, uintptr_t fp)
 {
 	if (_Unwind_Backtrace && _Unwind_GetIP) {
 		struct walk w = { pcs, 0, max, false };
@@ -375,5 +378,5 @@ unsigned prof_backtrace(uintptr_t *pcs, unsigned max, uintptr_t leaf)
 		if (w.n)
 			return w.n;
 	}
-	return fp_walk(pcs, max, leaf);
+	return fp_walk(pcs, max, leaf, fp);
 }

@@ -41,10 +41,11 @@ void prof_tables_fork_child(void);
  * The calling thread's stack, innermost first, without pcpmalloc's own frames: with the
  * unwinder of libgcc_s when the program loaded it (see prof.c), else a frame-pointer walk
  * bounded by the thread's stack mapping.  leaf: the return address the API entry was called
- * with, or 0 (the frame-pointer walk cannot see the innermost caller's own frame).  Returns
- * the frames written, at most max.  Async-signal-safe; never allocates, takes no lock.
+ * with, fp: the frame pointer it was called with (pcpmalloc's own code keeps no frame
+ * pointers, so the walk starts from the program's), either 0 when unknown.  Returns the
+ * frames written, at most max.  Async-signal-safe; never allocates, takes no lock.
  */
-unsigned prof_backtrace(uintptr_t *pcs, unsigned max, uintptr_t leaf);
+unsigned prof_backtrace(uintptr_t *pcs, unsigned max, uintptr_t leaf, uintptr_t fp);
 
 /* The bucket of this stack, made on first sight; the overflow bucket when the tables are full. */
 struct prof_bucket *prof_bucket_get(const uintptr_t *pcs, unsigned depth);

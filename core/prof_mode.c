@@ -28,7 +28,7 @@
  * which looks the address up in prof.c's live table (page aligned only: one cache line).
  * A 16-byte sample costs a 4 KiB page; at the default rate that is under 1% of the heap.
  */
-#include "alloc.h"
+#include "alloc_default.h"
 #include "large.h"
 #include "prof.h"
 #include "prof_dump.h"
@@ -129,10 +129,18 @@ static void *sample_block(size_t n, size_t align)
 	return q;
 }
 
-static void record(void *q, size_t n, unsigned weight, unsigned points, uintptr_t leaf)
+/* Where the program called: the entry's return address and the frame pointer it came with
+ * (the saved one of the entry's own frame, which __builtin_frame_address makes it set up);
+ * prof.c's frame-pointer walk starts there. */
+struct caller {
+	uintptr_t leaf, fp;
+};
+#define CALLER()                                                                                   	((struct caller){ (uintptr_t)__builtin_return_address(0),                                  			  *(const uintptr_t *)__builtin_frame_address(0) })
+
+static void record(void *q, size_t n, unsigned weight, unsigned points, struct caller c)
 {
 	uintptr_t pcs[PROF_MAX_DEPTH];
-	unsigned d = prof_backtrace(pcs, PROF_MAX_DEPTH, leaf);
+	unsigned d = prof_backtrace(pcs, PROF_MAX_DEPTH, c.leaf, c.fp);
 	prof_sample_add(q, n, weight, prof_bucket_get(pcs, d));
 	pcpm_prof_allocated((uint64_t)points * pcpm_prof_rate);
 }
@@ -144,7 +152,7 @@ static inline bool page_aligned(const void *p)
 
 /* The block p of n bytes that dfl_malloc_slow just returned: counted, and replaced by a
  * sampled block when it holds a point. */
-static void *after_malloc(void *p, size_t n, uintptr_t leaf)
+static void *after_malloc(void *p, size_t n, struct caller c)
 {
 	uint64_t nobj = 1;
 	if (n <= SLAB_MAX_SIZE) { /* a refill: the objects it left on the stack count too */
@@ -164,18 +172,18 @@ static void *after_malloc(void *p, size_t n, uintptr_t leaf)
 		if (n > SLAB_MAX_SIZE || !tcache_push(p, size_to_class(n)))
 			dfl_free(p, "malloc");
 	}
-	record(q, n, w, m, leaf);
+	record(q, n, w, m, c);
 	return q;
 }
 
-static void *malloc_slow(size_t n, uintptr_t leaf)
+static void *malloc_slow(size_t n, struct caller c)
 {
 	if (unlikely(pcpm_nested()))
 		return dfl_malloc_slow(n);
 	PCPM_INSIDE_BEGIN();
 	void *p = dfl_malloc_slow(n);
 	if (likely(p))
-		p = after_malloc(p, n, leaf);
+		p = after_malloc(p, n, c);
 	PCPM_INSIDE_END();
 	return p;
 }
@@ -183,7 +191,7 @@ static void *malloc_slow(size_t n, uintptr_t leaf)
 void *prof_malloc(size_t n)
 {
 	/* malloc and pcpm_malloc_slow reach here by tail calls: the program's call site */
-	return malloc_slow(n, (uintptr_t)__builtin_return_address(0));
+	return malloc_slow(n, CALLER());
 }
 
 void prof_free_generic(void *p, const char *call)
@@ -199,7 +207,7 @@ void *prof_calloc(size_t n)
 	if (n <= SLAB_MAX_SIZE)
 		p = tcache_pop(size_to_class(n));
 	if (!p)
-		p = malloc_slow(n, (uintptr_t)__builtin_return_address(0));
+		p = malloc_slow(n, CALLER());
 	return p ? dfl_calloc_clear(p, n) : NULL;
 }
 
@@ -207,7 +215,7 @@ void *prof_realloc(void *p, size_t size)
 {
 	if (unlikely(pcpm_nested()))
 		return dfl_realloc(p, size);
-	uintptr_t leaf = (uintptr_t)__builtin_return_address(0);
+	struct caller c = CALLER();
 	PCPM_INSIDE_BEGIN();
 	/* a sampled block is forgotten first: realloc may keep it in place */
 	if (page_aligned(p))
@@ -224,7 +232,7 @@ void *prof_realloc(void *p, size_t size)
 			}
 		}
 		if (s) {
-			record(s, size, w, m, leaf);
+			record(s, size, w, m, c);
 			q = s;
 		}
 	}
@@ -236,12 +244,12 @@ void *prof_aligned_alloc(size_t align, size_t size)
 {
 	if (unlikely(pcpm_nested()))
 		return dfl_aligned_alloc(align, size);
-	uintptr_t leaf = (uintptr_t)__builtin_return_address(0);
+	struct caller c = CALLER();
 	PCPM_INSIDE_BEGIN();
 	void *q = NULL;
 	unsigned m, w = count_bytes(1, size, &m);
 	if (w && (q = sample_block(size, align)))
-		record(q, size, w, m, leaf);
+		record(q, size, w, m, c);
 	else
 		q = dfl_aligned_alloc(align, size);
 	PCPM_INSIDE_END();
