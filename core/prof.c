@@ -60,6 +60,9 @@ static _Atomic size_t bucket_used;
 static struct prof_bucket overflow_bucket; /* stacks the tables had no room for */
 static _Atomic uintptr_t *live_ptr;	   /* LIVE_SETS * LIVE_WAYS addresses, 0 = free */
 static struct live_info *live_info;
+/* live samples per set: a free of a block that was not sampled (most page-aligned frees)
+ * reads one byte of this 16 KiB array, which stays in the cache, and not the set's line */
+static _Atomic uint8_t *live_count;
 static _Atomic uint64_t dropped;
 
 bool prof_tables_init(void)
@@ -68,7 +71,8 @@ bool prof_tables_init(void)
 	bucket_area = pcpm_os_map(BUCKET_AREA, 0);
 	live_ptr = pcpm_os_map(LIVE_SETS * LIVE_WAYS * sizeof(*live_ptr), CACHELINE);
 	live_info = pcpm_os_map(LIVE_SETS * LIVE_WAYS * sizeof(*live_info), 0);
-	return bucket_index && bucket_area && live_ptr && live_info;
+	live_count = pcpm_os_map(LIVE_SETS, 0);
+	return bucket_index && bucket_area && live_ptr && live_info && live_count;
 }
 
 void prof_tables_fork_child(void)
@@ -78,6 +82,7 @@ void prof_tables_fork_child(void)
 	pcpm_os_purge(bucket_area, BUCKET_AREA);
 	pcpm_os_purge(live_ptr, LIVE_SETS * LIVE_WAYS * sizeof(*live_ptr));
 	pcpm_os_purge(live_info, LIVE_SETS * LIVE_WAYS * sizeof(*live_info));
+	pcpm_os_purge(live_count, LIVE_SETS);
 	atomic_store(&bucket_used, 0);
 	atomic_store(&dropped, 0);
 	memset(&overflow_bucket, 0, sizeof(overflow_bucket));
@@ -140,6 +145,7 @@ void prof_for_each_bucket(void (*fn)(const struct prof_bucket *b, void *arg), vo
 	fn(&overflow_bucket, arg);
 }
 
+/* The first slot of p's set (its index in live_count: that / LIVE_WAYS). */
 static inline unsigned live_set(const void *p)
 {
 	uint64_t x = (uintptr_t)p >> PAGE_SHIFT; /* sampled blocks are page aligned */
@@ -166,6 +172,7 @@ bool prof_sample_add(void *p, size_t bytes, unsigned weight, struct prof_bucket 
 			continue;
 		/* the slot is ours: nobody reads its info before p is freed, which the
 		 * program orders after this malloc returned */
+		atomic_fetch_add_explicit(&live_count[s / LIVE_WAYS], 1, memory_order_relaxed);
 		live_info[i].b = b;
 		live_info[i].bytes_weight = (uint64_t)bytes << 16 | weight;
 		atomic_fetch_add_explicit(&b->alloc_objs, weight, memory_order_relaxed);
@@ -182,6 +189,9 @@ bool prof_sample_forget(void *p)
 	if (!live_ptr)
 		return false;
 	unsigned s = live_set(p);
+	/* a count of 0 is exact for p: p's own add happened before its free */
+	if (!atomic_load_explicit(&live_count[s / LIVE_WAYS], memory_order_relaxed))
+		return false;
 	for (unsigned i = s; i < s + LIVE_WAYS; i++) {
 		if (atomic_load_explicit(&live_ptr[i], memory_order_relaxed) != (uintptr_t)p)
 			continue;
@@ -192,6 +202,7 @@ bool prof_sample_forget(void *p)
 		atomic_fetch_add_explicit(&b->free_bytes, (bw >> 16) * w, memory_order_relaxed);
 		/* release: the info was read before another sample may take the slot */
 		atomic_store_explicit(&live_ptr[i], 0, memory_order_release);
+		atomic_fetch_sub_explicit(&live_count[s / LIVE_WAYS], 1, memory_order_relaxed);
 		return true;
 	}
 	return false;
@@ -221,7 +232,8 @@ extern const ElfW(Ehdr) __ehdr_start __attribute__((visibility("hidden")));
 static uintptr_t own_lo[4], own_hi[4];
 static _Atomic int own_n = -1;
 
-static void find_own_text(void)
+/* (UBSan knows __ehdr_start as one Ehdr and flags the program headers behind it) */
+__attribute__((no_sanitize("undefined"))) static void find_own_text(void)
 {
 	const ElfW(Ehdr) *eh = &__ehdr_start;
 	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);

@@ -86,36 +86,30 @@ static uint64_t next_gap(struct prof_tls *t)
 /*
  * Counts nobj objects of size bytes (the current allocation's first) into the thread's
  * stream.  Returns how many of them hold a sampling point (the weight of the sample the
- * current allocation becomes; 0: no sample); *points: the points passed.
+ * current allocation becomes; 0: no sample).  The gaps are exponential, so the process
+ * is memoryless: from the end of the object that holds the first point, each later object
+ * holds a point with probability 1 - exp(-size/rate) on its own (a fresh gap shorter than
+ * it), and the distance from the last object's end to the next point is a fresh gap; no
+ * loop over the points, however large the block.
  */
-static unsigned count_bytes(uint64_t nobj, size_t size, unsigned *points)
+static unsigned count_bytes(uint64_t nobj, size_t size)
 {
 	struct prof_tls *t = &prof_tls;
-	*points = 0;
-	if (!size)
+	if (!size || size > PTRDIFF_MAX) /* an impossible size fails: nothing allocated */
 		return 0;
 	if (unlikely(!t->rng)) {
 		t->rng = (pcpm_random64() ^ (uintptr_t)t) | 1;
 		t->until = next_gap(t);
 	}
-	uint64_t total = nobj * size;
+	uint64_t total = nobj * size; /* nobj > 1 only for refills of slab classes */
 	if (likely(t->until > total)) {
 		t->until -= total;
 		return 0;
 	}
-	unsigned w = 0, m = 0;
-	uint64_t last = UINT64_MAX, pos = t->until; /* the point lies in byte pos - 1 */
-	while (pos <= total) {
-		uint64_t idx = (pos - 1) / size;
-		if (idx != last) {
-			w++;
-			last = idx;
-		}
-		m++;
-		pos += next_gap(t);
-	}
-	t->until = pos - total;
-	*points = m;
+	unsigned w = 1;
+	for (uint64_t i = (t->until - 1) / size + 1; i < nobj; i++)
+		w += next_gap(t) <= size;
+	t->until = next_gap(t);
 	return w;
 }
 
@@ -137,12 +131,13 @@ struct caller {
 };
 #define CALLER()                                                                                   	((struct caller){ (uintptr_t)__builtin_return_address(0),                                  			  *(const uintptr_t *)__builtin_frame_address(0) })
 
-static void record(void *q, size_t n, unsigned weight, unsigned points, struct caller c)
+static void record(void *q, size_t n, unsigned weight, struct caller c)
 {
 	uintptr_t pcs[PROF_MAX_DEPTH];
 	unsigned d = prof_backtrace(pcs, PROF_MAX_DEPTH, c.leaf, c.fp);
 	prof_sample_add(q, n, weight, prof_bucket_get(pcs, d));
-	pcpm_prof_allocated((uint64_t)points * pcpm_prof_rate);
+	/* the bytes a sample stands for, about: the rate for small blocks, the block for large */
+	pcpm_prof_allocated((uint64_t)weight * MAX(n, pcpm_prof_rate));
 }
 
 static inline bool page_aligned(const void *p)
@@ -161,7 +156,7 @@ static void *after_malloc(void *p, size_t n, struct caller c)
 		if (tc->state == TC_ACTIVE && tc->cap[cls] >= tc->bins[cls].avail)
 			nobj += tc->cap[cls] - tc->bins[cls].avail;
 	}
-	unsigned m, w = count_bytes(nobj, n, &m);
+	unsigned w = count_bytes(nobj, n);
 	if (likely(!w))
 		return p;
 	void *q = p;
@@ -172,7 +167,7 @@ static void *after_malloc(void *p, size_t n, struct caller c)
 		if (n > SLAB_MAX_SIZE || !tcache_push(p, size_to_class(n)))
 			dfl_free(p, "malloc");
 	}
-	record(q, n, w, m, c);
+	record(q, n, w, c);
 	return q;
 }
 
@@ -220,7 +215,7 @@ void *prof_realloc(void *p, size_t size)
 	/* a sampled block is forgotten first: realloc may keep it in place */
 	if (page_aligned(p))
 		prof_sample_forget(p);
-	unsigned m, w = count_bytes(1, size, &m);
+	unsigned w = count_bytes(1, size);
 	void *q = dfl_realloc(p, size);
 	if (q && w) {
 		void *s = q;
@@ -232,7 +227,7 @@ void *prof_realloc(void *p, size_t size)
 			}
 		}
 		if (s) {
-			record(s, size, w, m, c);
+			record(s, size, w, c);
 			q = s;
 		}
 	}
@@ -247,9 +242,9 @@ void *prof_aligned_alloc(size_t align, size_t size)
 	struct caller c = CALLER();
 	PCPM_INSIDE_BEGIN();
 	void *q = NULL;
-	unsigned m, w = count_bytes(1, size, &m);
+	unsigned w = count_bytes(1, size);
 	if (w && (q = sample_block(size, align)))
-		record(q, size, w, m, c);
+		record(q, size, w, c);
 	else
 		q = dfl_aligned_alloc(align, size);
 	PCPM_INSIDE_END();

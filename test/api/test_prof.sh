@@ -10,6 +10,9 @@
 # of 1.9%: 10% is 5 of them.
 set -euo pipefail
 lib=$1
+# the environment of a suite run with profiling on (PCPMALLOC_PROF=1 meson test) must not
+# leak into the cases that choose their own
+unset PCPMALLOC_PROF PCPMALLOC_LEAKS PCPMALLOC_PROF_SAMPLE PCPMALLOC_PROF_FINAL PCPMALLOC_PROF_INTERVAL PCPMALLOC_PROF_SIGNAL PCPMALLOC_PROF_PREFIX
 target=$2
 . "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
