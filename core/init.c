@@ -121,9 +121,11 @@ bool pcpm_init(void)
 		/* the heap profiler samples the default functions' blocks: the other modes
 		 * have front ends of their own */
 		bool prof = (pcpm_cfg.prof || pcpm_cfg.leaks) && !secure && !pcpm_vg && !junk;
+		/* (a note, not a warning: a suite or a shell that profiles everything it runs
+		 * also runs programs in those modes; a dump asked for says profiling is off) */
 		if ((pcpm_cfg.prof || pcpm_cfg.leaks) && !prof)
-			pcpm_warn("PCPMALLOC_PROF/PCPMALLOC_LEAKS ignored: %s mode is on",
-				  secure ? "secure" : pcpm_vg ? "memcheck" : "junk");
+			pcpm_verbose("PCPMALLOC_PROF/PCPMALLOC_LEAKS ignored: %s mode is on",
+				     secure ? "secure" : pcpm_vg ? "memcheck" : "junk");
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		/* the one step that can fail (out of memory): nothing before it needs undoing,

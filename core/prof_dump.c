@@ -213,7 +213,8 @@ int pcpm_prof_dump(const char *path, char kind)
 	char name[512];
 	int e = errno;
 	if (!prof_on) {
-		pcpm_warn("heap profile not written: profiling is off (PCPMALLOC_PROF=1 turns it on)");
+		pcpm_warn("heap profile not written: profiling is off (PCPMALLOC_PROF=1 turns it "
+			  "on; secure, junk and memcheck mode keep it off)");
 		errno = EINVAL;
 		return -1;
 	}

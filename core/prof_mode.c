@@ -146,7 +146,8 @@ static inline bool page_aligned(const void *p)
 }
 
 /* The block p of n bytes that dfl_malloc_slow just returned: counted, and replaced by a
- * sampled block when it holds a point. */
+ * sampled block when it holds a point.  The count touches only this thread's own words; the
+ * sample's work runs flagged as inside pcpmalloc (a handler that interrupts it is nested). */
 static void *after_malloc(void *p, size_t n, struct caller c)
 {
 	uint64_t nobj = 1;
@@ -159,28 +160,27 @@ static void *after_malloc(void *p, size_t n, struct caller c)
 	unsigned w = count_bytes(nobj, n);
 	if (likely(!w))
 		return p;
+	PCPM_INSIDE_BEGIN();
 	void *q = p;
 	if (!page_aligned(p) || n <= pcpm_paged_max) {
 		q = sample_block(n, 0);
-		if (!q)
-			return p; /* no memory for a page: this one goes unsampled */
-		if (n > SLAB_MAX_SIZE || !tcache_push(p, size_to_class(n)))
+		if (q && (n > SLAB_MAX_SIZE || !tcache_push(p, size_to_class(n))))
 			dfl_free(p, "malloc");
 	}
-	record(q, n, w, c);
+	if (q)
+		record(q, n, w, c);
+	else
+		q = p; /* no memory for a page: this one goes unsampled */
+	PCPM_INSIDE_END();
 	return q;
 }
 
 static void *malloc_slow(size_t n, struct caller c)
 {
-	if (unlikely(pcpm_nested()))
-		return dfl_malloc_slow(n);
-	PCPM_INSIDE_BEGIN();
 	void *p = dfl_malloc_slow(n);
-	if (likely(p))
-		p = after_malloc(p, n, c);
-	PCPM_INSIDE_END();
-	return p;
+	if (unlikely(!p) || unlikely(pcpm_nested()))
+		return p;
+	return after_malloc(p, n, c);
 }
 
 void *prof_malloc(size_t n)
