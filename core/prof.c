@@ -367,7 +367,8 @@ static unsigned fp_walk(uintptr_t *pcs, unsigned max, uintptr_t leaf, uintptr_t 
 		return n;
 	uintptr_t hi = stack_hi;
 	while (n < max) {
-		if ((fp & 7) || fp < sp || fp + 2 * sizeof(uintptr_t) > hi)
+		/* (hi - fp, not fp + 16: a garbage fp near the top of the address space wraps) */
+		if ((fp & 7) || fp < sp || fp >= hi || hi - fp < 2 * sizeof(uintptr_t))
 			break;
 		uintptr_t next = ((const uintptr_t *)fp)[0];
 		uintptr_t ret = ((const uintptr_t *)fp)[1];

@@ -58,6 +58,26 @@ fi
 LD_PRELOAD=$lib PCPMALLOC_LEAKS=1 "$target" ratio "$tmp/fp.heap" 2>"$tmp/fp.err" || fail "fp run failed"
 grep -A1 -m1 '^Leak of' "$tmp/fp.err" | grep -q '#0 .* in leak_site' || fail "fp walk: leak_site not named"
 
+# 2b. Programs built without frame pointers, sampled often (4 KiB): their frame-pointer
+# register holds any value, which the walk must never follow out of the stack (the
+# assembler crashed on a value near the top of the address space, which wrapped a bound).
+if command -v as >/dev/null && command -v cc >/dev/null; then
+	cat >"$tmp/fp.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+int f(int x) { char *p = malloc(x); for (int i = 0; i < x; i++) p[i] = i; int s = 0;
+	for (int i = 0; i < x; i++) s += p[i]; free(p); return s; }
+int main(void) { printf("%d\n", f(1000)); return 0; }
+C
+	cc -O2 -S "$tmp/fp.c" -o "$tmp/fp.s" || fail "cc -S"
+	for i in 1 2 3; do
+		LD_PRELOAD=$lib PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=4096 as "$tmp/fp.s" -o "$tmp/fp.o" ||
+			fail "the assembler under PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=4096"
+	done
+fi
+LD_PRELOAD=$lib PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=4096 python3 -c 'x = [str(i) * 20 for i in range(100000)]' ||
+	fail "python3 under PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=4096"
+
 # 3. No leak: one line.
 LD_PRELOAD=$lib PCPMALLOC_LEAKS=1 "$target" noleak 2>"$tmp/noleak.err" || fail "noleak run failed"
 [ "$(wc -l <"$tmp/noleak.err")" = 1 ] && grep -q '^pcpmalloc: no leaks' "$tmp/noleak.err" ||
