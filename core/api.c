@@ -1,7 +1,8 @@
 /*
  * api.c - the allocation API below the inline fast paths (alloc.h): argument checks common
  * to every mode, then the one choice of front end per call - the default functions
- * (alloc_default.h), secure mode or memcheck mode (frontend.h) - read from pcpm_mode, which
+ * (alloc_default.h), secure, memcheck or junk mode (frontend.h), the heap profiler
+ * (prof_mode.h) - read from pcpm_mode, which
  * pcpm_init() writes once.  Until the allocator has started, the entries take the start-up
  * path: the early area while it serves, else pcpm_init(), then the choice.
  * Calls the front ends, the default functions, init and the early area; called by preload/.
@@ -10,6 +11,7 @@
 #include "early.h"
 #include "frontend.h"
 #include "init.h"
+#include "prof_mode.h"
 #include "vmstat.h"
 
 #include <errno.h>
@@ -77,6 +79,8 @@ void *pcpm_malloc_slow(size_t n)
 		return vg_malloc(n);
 	case PCPM_MODE_JUNK:
 		return junk_malloc(n);
+	case PCPM_MODE_PROF:
+		return prof_malloc(n);
 	default:
 		return malloc_start(n);
 	}
@@ -114,6 +118,9 @@ void pcpm_free_generic(void *p, const char *call)
 	case PCPM_MODE_JUNK:
 		junk_free_generic(p, call);
 		break;
+	case PCPM_MODE_PROF:
+		prof_free_generic(p, call);
+		break;
 	default: /* before the start only early blocks exist */
 		dfl_free_generic(p, call);
 		break;
@@ -134,6 +141,8 @@ void pcpm_free_small_slow(void *p, unsigned cls)
 		tcache_free_slow(p, cls);
 	else if (mode() == PCPM_MODE_SECURE)
 		secure_free_small(p, cls);
+	else if (mode() == PCPM_MODE_PROF) /* slab objects are never sampled */
+		tcache_free_slow(p, cls);
 	else
 		return pcpm_free_generic(p, "free");
 	free_done();
@@ -145,6 +154,8 @@ void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 		dfl_free_slab_checked(p, head, call);
 	else if (mode() == PCPM_MODE_SECURE)
 		secure_free_slab_checked(p, head, call);
+	else if (mode() == PCPM_MODE_PROF)
+		dfl_free_slab_checked(p, head, call);
 	else
 		return pcpm_free_generic(p, call);
 	free_done();
@@ -168,6 +179,8 @@ void *pcpm_calloc(size_t nmemb, size_t size)
 		return vg_calloc(n);
 	case PCPM_MODE_JUNK:
 		return dfl_calloc(n); /* zeroes, no junk */
+	case PCPM_MODE_PROF:
+		return prof_calloc(n);
 	}
 	void *p = pcpm_malloc(n); /* the start-up path: early area, or the start */
 	if (!p || mode() == PCPM_MODE_START)
@@ -215,6 +228,8 @@ void *pcpm_realloc(void *p, size_t size)
 		return vg_realloc(p, size);
 	case PCPM_MODE_JUNK:
 		return junk_realloc(p, size);
+	case PCPM_MODE_PROF:
+		return prof_realloc(p, size);
 	default:
 		return realloc_start(p, size);
 	}
@@ -261,6 +276,8 @@ static PCPM_NOINLINE void *aligned_slow(size_t align, size_t size)
 			return vg_aligned_alloc(align, size);
 		case PCPM_MODE_JUNK:
 			return junk_aligned_alloc(align, size);
+		case PCPM_MODE_PROF:
+			return prof_aligned_alloc(align, size);
 		}
 		bool failed;
 		if (!start(&failed) && (failed || mode() == PCPM_MODE_START)) {

@@ -98,6 +98,20 @@ static const struct tunable table[] = {
 	  "on 2+ NUMA nodes, mbind each zone's arenas to its node: MPOL_PREFERRED, MPOL_BIND, or not at all" },
 	{ "PCPMALLOC_VALGRIND", T_ENUM, I(valgrind), AUTO, -1, 1, "0|1",
 	  "memcheck mode (client requests, no thread caches, quarantine): auto = when memcheck runs the process" },
+	{ "PCPMALLOC_PROF", T_INT, I(prof), 0, 0, 1, NULL,
+	  "1: sampled heap profiler (stacks of sampled blocks; dumps google-pprof reads; not with secure, junk or memcheck mode)" },
+	{ "PCPMALLOC_PROF_SAMPLE", T_INT, I(prof_sample), 524288, 1, 1 << 30, NULL,
+	  "mean bytes allocated between two samples (exponential gaps, as tcmalloc and jemalloc)" },
+	{ "PCPMALLOC_PROF_PREFIX", T_STR, NULL, &pcpm_cfg.prof_prefix, 0, 0, 0, NULL,
+	  "start of the dump file names, PREFIX.PID.SEQ.KIND.heap (%p becomes the pid; default pcpmalloc)" },
+	{ "PCPMALLOC_PROF_SIGNAL", T_INT, I(prof_signal), 0, 0, 64, NULL,
+	  "signal number that writes a heap profile (e.g. 12, SIGUSR2); 0: none" },
+	{ "PCPMALLOC_PROF_FINAL", T_INT, I(prof_final), 0, 0, 1, NULL,
+	  "1: write a heap profile at exit (jemalloc's prof_final)" },
+	{ "PCPMALLOC_PROF_INTERVAL", T_INT, I(prof_interval), 0, 0, 2147483647, NULL,
+	  "write a heap profile each time this many more bytes were allocated (jemalloc's lg_prof_interval); 0: never" },
+	{ "PCPMALLOC_LEAKS", T_INT, I(leaks), 0, 0, 1, NULL,
+	  "1: profiling on, and at exit a report of the sampled blocks still allocated, by stack, largest first" },
 };
 #define NTUNABLES (sizeof(table) / sizeof(table[0]))
 

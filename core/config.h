@@ -57,6 +57,13 @@ struct pcpm_config {
 	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
 	int numa_bind;		/* PCPMALLOC_NUMA_BIND: preferred | bind | off (NUMA_BIND_*) */
 	int valgrind;		/* PCPMALLOC_VALGRIND: AUTO (memcheck detected) | 0 | 1 */
+	int prof;		/* PCPMALLOC_PROF: the sampled heap profiler (prof_mode.c) */
+	int prof_sample;	/* PCPMALLOC_PROF_SAMPLE: mean bytes between samples */
+	const char *prof_prefix; /* PCPMALLOC_PROF_PREFIX: dump file names' start, %p -> pid */
+	int prof_signal;	/* PCPMALLOC_PROF_SIGNAL: signal number that dumps, 0 = none */
+	int prof_final;		/* PCPMALLOC_PROF_FINAL: a dump at exit */
+	int prof_interval;	/* PCPMALLOC_PROF_INTERVAL: a dump every so many bytes allocated */
+	int leaks;		/* PCPMALLOC_LEAKS: the leak report at exit (profiling on) */
 };
 
 extern struct pcpm_config pcpm_cfg;

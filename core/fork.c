@@ -10,6 +10,7 @@
 #include "secure_runs.h"
 #include "init.h"
 #include "nested.h"
+#include "prof_dump.h"
 #include "topology.h"
 #include "vmstat.h"
 
@@ -121,6 +122,9 @@ void pcpm_fork_child(void)
 {
 	if (!pcpm_init_done())
 		return;
+	/* a fresh heap profile (lock-free tables: also after a fork from a handler) */
+	if (pcpm_mode == PCPM_MODE_PROF)
+		pcpm_prof_fork_child();
 	if (unlikely(fork_nested)) {
 		/* locks stay as they were: the interrupted frame still holds its own (and
 		 * releases them when the handler returns), other threads' never come free */

@@ -8,6 +8,7 @@
 #include "init.h"
 #include "config.h"
 #include "huge.h"
+#include "prof_dump.h"
 #include "secure.h"
 #include "tcache.h"
 #include "topology.h"
@@ -117,6 +118,14 @@ bool pcpm_init(void)
 		bool junk = pcpm_cfg.junk && !secure && !pcpm_vg;
 		if (pcpm_cfg.junk && !junk)
 			pcpm_warn("PCPMALLOC_JUNK=1 ignored: %s mode is on", secure ? "secure" : "memcheck");
+		/* the heap profiler samples the default functions' blocks: the other modes
+		 * have front ends of their own */
+		bool prof = (pcpm_cfg.prof || pcpm_cfg.leaks) && !secure && !pcpm_vg && !junk;
+		/* (a note, not a warning: a suite or a shell that profiles everything it runs
+		 * also runs programs in those modes; a dump asked for says profiling is off) */
+		if ((pcpm_cfg.prof || pcpm_cfg.leaks) && !prof)
+			pcpm_verbose("PCPMALLOC_PROF/PCPMALLOC_LEAKS ignored: %s mode is on",
+				     secure ? "secure" : pcpm_vg ? "memcheck" : "junk");
 		pcpm_topology_init();
 		pcpm_zone_init(&pcpm_zone);
 		/* the one step that can fail (out of memory): nothing before it needs undoing,
@@ -139,6 +148,8 @@ bool pcpm_init(void)
 		if (secure)
 			pcpm_secure_init(pcpm_link_key);
 		huge_init(pcpm_vg);
+		if (prof)
+			prof = pcpm_prof_init();
 		pcpm_vmstat_wanted = pcpm_cfg.decay_thread || pcpm_cfg.live;
 		if (pcpm_cfg.verbose)
 			print_configuration();
@@ -147,6 +158,7 @@ bool pcpm_init(void)
 				      pcpm_vg	? PCPM_MODE_MEMCHECK
 				      : secure	? PCPM_MODE_SECURE
 				      : junk	? PCPM_MODE_JUNK
+				      : prof	? PCPM_MODE_PROF
 						: PCPM_MODE_DEFAULT,
 				      memory_order_release);
 		atomic_store_explicit(&init_done, 1, memory_order_release);

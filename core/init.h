@@ -16,7 +16,8 @@
  * start-up path; it is written once, last, by pcpm_init().
  */
 enum pcpm_mode { PCPM_MODE_DEFAULT = 0, PCPM_MODE_SECURE = 1, PCPM_MODE_MEMCHECK = 2,
-		 PCPM_MODE_START = 3, PCPM_MODE_JUNK = 4 };
+		 PCPM_MODE_START = 3, PCPM_MODE_JUNK = 4,
+		 PCPM_MODE_PROF = 5 };
 extern _Atomic int pcpm_mode PCPM_HIDDEN;
 
 /* False when memory for the allocator's own metadata cannot be mapped (the caller fails

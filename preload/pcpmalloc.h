@@ -31,6 +31,17 @@ size_t pcpmalloc_stats_json(char *buf, size_t len);
 /* One summed counter by its JSON key (e.g. "malloc_calls"); -1 if the name is unknown. */
 long long pcpmalloc_stat(const char *name);
 
+/*
+ * Heap profiling (PCPMALLOC_PROF=1): writes the sampled heap profile now, in gperftools'
+ * heap-profile text format (read by google-pprof: in-use and allocated objects and bytes per
+ * stack, scaled by the sampling rate it names; jemalloc's mallctl("prof.dump"), gperftools'
+ * HeapProfilerDump).  path: the file, "%p" replaced by the process id; NULL for the
+ * automatic name PCPMALLOC_PROF_PREFIX.PID.SEQ.u.heap.  Returns 0, or -1 with errno
+ * (EINVAL: profiling is off; EBUSY: another dump is being written; open/write's errors)
+ * after one line on stderr.  Thread-safe and async-signal-safe; never allocates.
+ */
+int pcpmalloc_prof_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

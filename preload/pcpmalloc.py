@@ -6,6 +6,9 @@
 #   pcpmalloc run [--stats[=json]] [--secure] [-e VAR=value ...] -- CMD [ARG...]
 #   pcpmalloc stats FILE.json [B.json]
 #   pcpmalloc top PID [--once] [--json] [-d SECONDS]
+#   pcpmalloc prof [--alloc] [--top N] [--out DIR] -- CMD [ARG...]     (heap profile)
+#   pcpmalloc prof [--alloc] [--svg OUT.svg | --html OUT.html] DUMP   (google-pprof)
+#   pcpmalloc prof --diff A.heap B.heap
 #
 # meson fills in the @...@ paths (preload/meson.build): build/preload/pcpmalloc uses the
 # library beside it in the build tree; installed, it finds the installed library from its own
@@ -175,6 +178,148 @@ def cmd_run(o):
         os.execvpe(o.command[0], o.command, env)
     except OSError as e:
         die(f'{o.command[0]}: {e.strerror}', 127 if isinstance(e, FileNotFoundError) else 126)
+
+
+# --- prof --------------------------------------------------------------------------------------
+
+def find_libgcc_s():
+    """libgcc_s.so.1 of this system: preloaded under `prof`, so that the profiler walks stacks
+    with its unwinder (a program built without frame pointers gives whole stacks)."""
+    for d in ('/lib/x86_64-linux-gnu', '/usr/lib/x86_64-linux-gnu', '/lib/aarch64-linux-gnu',
+              '/usr/lib/aarch64-linux-gnu', '/lib64', '/usr/lib64', '/lib', '/usr/lib'):
+        p = os.path.join(d, 'libgcc_s.so.1')
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def pprof_tool():
+    for name in ('google-pprof', 'pprof-perl', 'jeprof'):
+        p = shutil.which(name)
+        if p:
+            return p
+    die('google-pprof not found: install it (Debian/Ubuntu: apt-get install google-perftools)')
+
+
+def dump_program(dump):
+    """The program a dump was taken in: the first file mapping in its MAPPED_LIBRARIES (the
+    executable is mapped lowest), or None."""
+    try:
+        with open(dump, errors='replace') as f:
+            maps = False
+            for line in f:
+                if line.startswith('MAPPED_LIBRARIES:'):
+                    maps = True
+                    continue
+                parts = line.split()
+                if maps and len(parts) >= 6 and parts[5].startswith('/'):
+                    return parts[5]
+    except OSError as e:
+        die(f'{dump}: {e.strerror}')
+    return None
+
+
+def run_pprof(args, dump, program, capture=True):
+    prog = program or dump_program(dump)
+    if not prog or not os.path.exists(prog):
+        die(f'{dump}: cannot tell which program it profiles (give --program)')
+    cmd = [pprof_tool()] + args + [prog, dump]
+    r = subprocess.run(cmd, capture_output=capture, text=True)
+    if r.returncode:
+        err = (r.stderr or '').strip().splitlines()
+        die(f'google-pprof failed on {dump}: {err[-1] if err else r.returncode}')
+    return r.stdout
+
+
+def dump_inuse_bytes(dump):
+    """The in-use bytes of a dump's header line (0 when unreadable)."""
+    try:
+        with open(dump, errors='replace') as f:
+            head = f.readline().split()
+        return int(head[3]) if head[:2] == ['heap', 'profile:'] else 0
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def pprof_text(o, dump, extra=()):
+    """google-pprof --text, without its 'Using local file' lines, limited to --top lines."""
+    args = ['--text'] + (['--alloc_space'] if o.alloc else ['--inuse_space']) + list(extra)
+    out = [l for l in run_pprof(args, dump, o.program).splitlines()
+           if not l.startswith('Using local file')]
+    head = [l for l in out if l.startswith('Total')]
+    rows = [l for l in out if not l.startswith('Total')]
+    if not head:   # pprof prints nothing for an empty view
+        return ('Total: 0.0 MB (no difference)' if extra else
+                'Total: 0.0 MB (nothing ' + ('allocated' if o.alloc else 'in use') + ')')
+    return '\n'.join(head + rows[:o.top])
+
+
+def cmd_prof(o):
+    if o.alloc is None:   # a run: what it allocated; a dump: what was in use, if anything
+        dumps = o.diff or [a for a in o.args if os.path.isfile(a) and a.endswith('.heap')]
+        o.alloc = not dumps or not all(dump_inuse_bytes(d) for d in dumps)
+    if o.diff:
+        a, b = o.diff
+        print(pprof_text(o, b, ['--base=' + a]))
+        return 0
+    if o.svg or o.html:
+        if len(o.args) != 1:
+            die('prof --svg/--html: one DUMP (pcpmalloc prof --svg OUT.svg DUMP)')
+        dump = o.args[0]
+        svg = run_pprof(['--svg'] + (['--alloc_space'] if o.alloc else []), dump, o.program)
+        if o.svg:
+            with open(o.svg, 'w') as f:
+                f.write(svg)
+            print(f'{PROG}: call graph of {dump} written to {o.svg}')
+        if o.html:
+            import html
+            text = pprof_text(o, dump)
+            with open(o.html, 'w') as f:
+                f.write('<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>'
+                        f'{html.escape(dump)}</title></head><body>\n<h1>Heap profile: '
+                        f'{html.escape(dump)}</h1>\n<pre>{html.escape(text)}</pre>\n'
+                        f'{svg[svg.find("<svg"):]}\n</body></html>\n')
+            print(f'{PROG}: report of {dump} written to {o.html}')
+        return 0
+    cmd = o.args[1:] if o.args[:1] == ['--'] else o.args
+    if len(cmd) == 1 and not o.dash and os.path.isfile(cmd[0]) and \
+            open(cmd[0], 'rb').read(14) == b'heap profile: ':
+        print(pprof_text(o, cmd[0]))   # pcpmalloc prof DUMP: its top sites
+        return 0
+    if not cmd:
+        die('prof: no command (pcpmalloc prof -- CMD [ARG...]) and no dump')
+    lib = os.path.abspath(o.lib) if o.lib else default_lib()
+    if not os.path.isfile(lib):
+        die(f'{lib} not found (build it with meson compile, or give --lib)')
+    out = os.path.abspath(o.out) if o.out else __import__('tempfile').mkdtemp(prefix='pcpmalloc-prof.')
+    os.makedirs(out, exist_ok=True)
+    env = dict(os.environ)
+    others = [p for p in env.get('LD_PRELOAD', '').replace(' ', ':').split(':')
+              if p and not os.path.basename(p).startswith('libpcpmalloc.so')]
+    gcc_s = find_libgcc_s()
+    env['LD_PRELOAD'] = ':'.join([lib] + ([gcc_s] if gcc_s else []) + others)
+    env['PCPMALLOC_PROF'] = '1'
+    env['PCPMALLOC_PROF_FINAL'] = '1'
+    env['PCPMALLOC_PROF_PREFIX'] = os.path.join(out, 'prof')
+    if o.rate:
+        env['PCPMALLOC_PROF_SAMPLE'] = str(o.rate)
+    try:
+        p = subprocess.Popen(cmd, env=env)
+    except OSError as e:
+        die(f'{cmd[0]}: {e.strerror}', 127 if isinstance(e, FileNotFoundError) else 126)
+    rc = p.wait()
+    dumps = sorted(f for f in os.listdir(out) if f.endswith('.heap'))
+    mine = [f for f in dumps if f.startswith(f'prof.{p.pid}.') and f.endswith('.f.heap')]
+    if not mine:
+        die(f'{cmd[0]} left no heap profile in {out} (did it run under pcpmalloc?)', 1)
+    dump = os.path.join(out, mine[-1])
+    print(f'{PROG}: heap profile of {cmd[0]} (pid {p.pid}, exit status {rc}): {dump}',
+          file=sys.stderr)
+    if len(dumps) > len(mine):
+        print(f'{PROG}: {len(dumps) - len(mine)} more profile(s) of its child processes in {out}',
+              file=sys.stderr)
+    print(pprof_text(o, dump, [] if o.program else []))
+    return rc if rc >= 0 else 128 - rc
 
 
 # --- stats -------------------------------------------------------------------------------------
@@ -512,11 +657,16 @@ HELP_EPILOG = f'''commands:
         two of them counter by counter.
   top PID [--once] [--json] [-d SECONDS]
         live per-CPU view of a process running under pcpmalloc with PCPMALLOC_LIVE=1.
+  prof [--alloc] [--top N] [--out DIR] -- CMD [ARG...]  |  prof DUMP
+  prof --svg OUT.svg DUMP  |  prof --html OUT.html DUMP  |  prof --diff A B
+        heap profile (PCPMALLOC_PROF=1): run CMD sampled, dump at exit and print its top
+        allocation sites with google-pprof; draw a dump's call graph; compare two dumps.
 
 examples:
   pcpmalloc run -- python3 -c 'print(1)'
   pcpmalloc run --stats=json -e PCPMALLOC_STATS_FILE=/tmp/st.%p.json -- make -j8
   pcpmalloc stats /tmp/st.1234.json
+  pcpmalloc prof -- python3 -c 'x = [str(i) for i in range(10**6)]'
   pcpmalloc-ab -a glibc -a pcpmalloc -n 5 -- make -j8       (compare allocators)
 
 Every PCPMALLOC_* variable is listed in pcpmalloc(1) (man pcpmalloc).
@@ -572,7 +722,32 @@ def main():
     t.add_argument('--wait', type=float, default=3.0, metavar='SECONDS',
                    help='how long to wait for a starting process to publish its page (3)')
 
+    pr = sub.add_parser('prof', help='heap profile: run a command, or read a dump',
+                        description='Heap profiling (PCPMALLOC_PROF=1) through google-pprof.  '
+                                    '"prof -- CMD" runs CMD with profiling on and a dump at '
+                                    'exit, and prints its top allocation sites (in-use bytes); '
+                                    '"prof DUMP" prints a dump\'s; --svg/--html draw the call '
+                                    'graph; --diff A B prints B less A (google-pprof --base).')
+    pr.add_argument('--alloc', action='store_true', default=None,
+                    help='bytes allocated over the run (the default of "prof -- CMD": at exit '
+                         'most programs have freed what they allocated)')
+    pr.add_argument('--inuse', dest='alloc', action='store_false',
+                    help='bytes in use when the dump was written (the default for a DUMP)')
+    pr.add_argument('--top', type=int, default=20, metavar='N', help='lines printed (20)')
+    pr.add_argument('--out', metavar='DIR', help='where the dumps go (default: a new /tmp folder)')
+    pr.add_argument('--rate', type=int, metavar='BYTES',
+                    help='mean bytes between samples (PCPMALLOC_PROF_SAMPLE, 524288)')
+    pr.add_argument('--svg', metavar='OUT.svg', help='call graph of DUMP as SVG')
+    pr.add_argument('--html', metavar='OUT.html', help='top sites and call graph of DUMP as HTML')
+    pr.add_argument('--diff', nargs=2, metavar=('A', 'B'), help='compare two dumps: B less A')
+    pr.add_argument('--program', help='the program a dump was taken in (default: read from it)')
+    pr.add_argument('--lib', help='the libpcpmalloc.so to load (default: ' + default_lib() + ')')
+    pr.add_argument('args', nargs=argparse.REMAINDER, help='-- CMD [ARG...], or DUMP')
+
+    argv = sys.argv[1:]
+    dash = '--' in argv
     o = ap.parse_args()
+    o.dash = dash
     if o.cmd is None:
         ap.print_help(sys.stderr)
         return 2
@@ -584,6 +759,8 @@ def main():
         return cmd_stats(o)
     if o.cmd == 'top':
         return cmd_top(o)
+    if o.cmd == 'prof':
+        return cmd_prof(o)
     return 2
 
 

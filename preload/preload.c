@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "alloc.h"
 #include "config.h"
+#include "prof_dump.h"
 #include "pcpmalloc.h"
 #include "live.h"
 #include "stat.h"
@@ -207,6 +208,11 @@ EXPORT long long pcpmalloc_stat(const char *name)
 	return pcpm_stats_get(&s, name);
 }
 
+EXPORT int pcpmalloc_prof_dump(const char *path)
+{
+	return pcpm_prof_dump(path, 'u');
+}
+
 /*
  * Runs when the library is loaded: registers the fork handlers (they do nothing until the
  * allocator is initialised).  The allocator itself starts on the first allocation, as it
@@ -268,5 +274,6 @@ __attribute__((constructor)) static void pcpmalloc_load(void)
 __attribute__((destructor)) static void pcpmalloc_unload(void)
 {
 	pcpm_live_exit();
+	pcpm_prof_at_exit();
 	pcpm_stats_dump_at_exit();
 }

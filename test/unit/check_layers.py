@@ -30,6 +30,7 @@ LAYERS = [
     ['core/secure_runs.c'],     # secure mode's guarded runs: quarantine, clean cache per order
     ['core/junk_mode.c'],       # front end: junk mode
     ['core/vgmode.c'],          # front end: memcheck mode
+    ['core/prof_mode.c'],       # front end: the heap profiler's sampling
     ['core/realloc.c', 'core/alloc-aligned.c', 'core/trim.c'],  # the default functions
     ['core/alloc.c'],
     ['core/free.c'],
@@ -49,6 +50,8 @@ LAYERS = [
     ['topology/cpuinfo.c', 'topology/sizing.c'],  # cache slices; the kernel's pcp formulas
     ['core/arena.c'],
     ['core/early.c'],
+    ['core/prof_dump.c'],       # the heap profiler's dumps and leak report
+    ['core/prof.c'],            # its lock-free records and the stack walk
     ['core/secure.c', 'core/vg.c'],  # the checks of secure mode; memcheck's probe
     ['core/config.c'],
     ['core/os.c'],
