@@ -170,10 +170,23 @@ static PCPM_COLD void barn_setup(int node, unsigned cls)
 }
 
 /* A new empty sheaf of class cls (metadata, never freed); NULL when out of memory. */
-static PCPM_COLD struct slab_sheaf *sheaf_new(unsigned cls)
+/*
+ * n new empty sheaves of class cls in one piece of metadata (one arena meta_lock hold for
+ * all: a CPU's first use of a class needs two, its first barn exchanges a few more), linked
+ * through next; NULL when out of memory.  Never freed: they circulate between CPUs and barns.
+ */
+static PCPM_COLD struct slab_sheaf *sheaf_new(unsigned cls, unsigned n)
 {
-	return pcpm_meta_alloc(sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *));
+	size_t one = sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *);
+	char *mem = pcpm_meta_alloc(one * n);
+	if (!mem)
+		return NULL;
+	for (unsigned i = 0; i + 1 < n; i++)
+		((struct slab_sheaf *)(mem + i * one))->next = (struct slab_sheaf *)(mem + (i + 1) * one);
+	return (struct slab_sheaf *)mem;
 }
+
+#define SHEAF_NEW_BATCH 4 /* empty sheaves a barn short of them gets at once */
 
 /*
  * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
@@ -194,8 +207,8 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 		barn_setup(*node, cls);
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
-		struct slab_sheaf *m = sheaf_new(cls), *s = sheaf_new(cls);
-		if (!m || !s || !barn_of(*node, cls))
+		struct slab_sheaf *m = sheaf_new(cls, 2), *s = m ? m->next : NULL;
+		if (!m || !barn_of(*node, cls))
 			return NULL; /* (a sheaf allocated here stays unused: out of memory anyway) */
 		pcpm_lock(&pcs->lock);
 		bool lost = pcs->spare != NULL;
@@ -207,7 +220,6 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 		if (lost) {
 			struct node_barn *b = barn_of(*node, cls);
 			lockstat_lock(&b->lock, &b->ls);
-			m->next = s;
 			s->next = b->empty;
 			b->empty = m;
 			b->nr_empty += 2;
@@ -273,33 +285,32 @@ static unsigned barn_replace_full(int node, unsigned cls, struct slab_sheaf **f,
 	if (__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) >= barn_max[cls])
 		return 0;
 	unsigned done = 0;
-	struct slab_sheaf *fresh = NULL; /* a new empty sheaf, when the barn had none */
+	struct slab_sheaf *fresh = NULL; /* new empty sheaves, when the barn had too few */
 	for (;;) {
 		lockstat_lock(&b->lock, &b->ls);
-		for (; done < k && b->nr_full < barn_max[cls] && (b->nr_empty || fresh); done++) {
-			struct slab_sheaf *e = fresh;
-			if (e) {
-				fresh = NULL;
-			} else {
-				e = b->empty;
-				b->empty = e->next;
-				b->nr_empty--;
-			}
+		if (fresh) { /* first onto the empty list, in this same hold */
+			struct slab_sheaf *last = fresh;
+			unsigned n = 1;
+			for (; last->next; last = last->next)
+				n++;
+			last->next = b->empty;
+			b->empty = fresh;
+			b->nr_empty += n;
+			fresh = NULL;
+		}
+		for (; done < k && b->nr_full < barn_max[cls] && b->nr_empty; done++) {
+			struct slab_sheaf *e = b->empty;
+			b->empty = e->next;
+			b->nr_empty--;
 			f[done]->next = b->full;
 			b->full = f[done];
 			__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
 			f[done] = e;
 		}
-		if (fresh) { /* the barn filled meanwhile: the new empty sheaf stays there */
-			fresh->next = b->empty;
-			b->empty = fresh;
-			b->nr_empty++;
-			fresh = NULL;
-		}
 		bool more = done < k && b->nr_full < barn_max[cls];
 		lockstat_unlock(&b->lock, &b->ls);
-		/* out of empty sheaves (a CPU's first exchanges): one more from metadata */
-		if (!more || !(fresh = sheaf_new(cls)))
+		/* out of empty sheaves (the node's first exchanges): a few more from metadata */
+		if (!more || !(fresh = sheaf_new(cls, SHEAF_NEW_BATCH)))
 			return done;
 	}
 }
@@ -498,7 +509,7 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 			if (barn_replace_full(node, cls, x, k)) {
 				pcs->main = x[0];
 				pcs->spare = x[1];
-			} else if ((e = sheaf_new(cls)) != NULL) {
+			} else if ((e = sheaf_new(cls, 1)) != NULL) {
 				/* the barn is at its limit: main goes to the slabs, after the unlock */
 				flush = m;
 				pcs->main = e;

@@ -195,7 +195,7 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		if (slab_flags & SLAB_FREELIST_RANDOM)
 			s->hidden = s->objects >= 3 ? 2 : 0; /* see slab_carve_random */
 		else if (slab_flags & SLAB_HIDE_FIRST)
-			s->hidden = s->objects > 1; /* see new_slab */
+			s->hidden = s->objects > 1; /* see slab_init */
 		/* set_min_partial(): ilog2(size) / 2 clamped to [5, 10]; here also at most
 		 * MIN_PARTIAL_BYTES of slabs (at least 2): the kernel's 6 or 7 slabs of 32 KiB per
 		 * cache are nothing in a machine's memory but 0.4 MiB of empty slabs per class
@@ -233,11 +233,9 @@ static inline void cache_lock(struct kmem_cache *s)
 }
 
 /* A new slab from the pcp, every page pointing at the head; NULL when out of memory. */
-static struct page *new_slab(struct kmem_cache *s)
+/* The block pg of 2^s->order pages made a slab of s, every page pointing at the head. */
+static void slab_init(struct kmem_cache *s, struct page *pg)
 {
-	struct page *pg = pcp_alloc(s->order);
-	if (!pg)
-		return NULL;
 	unsigned n = 1u << s->order;
 	for (unsigned i = 0; i < n; i++) {
 		pg[i].slab_head = pg;
@@ -266,18 +264,41 @@ static struct page *new_slab(struct kmem_cache *s)
 	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
 		for (unsigned i = 0; i < n; i++)
 			pg[i].fast_lim = (uint16_t)s->objects;
-	return pg;
 }
 
-static void discard_slab(struct kmem_cache *s, struct page *pg)
+/*
+ * Up to need (<= NEW_SLABS_MAX) new slabs into fresh[], how many (0: out of memory).  Orders
+ * 0..3 one by one from the pcp; above (8-32 KiB classes, orders 4-5), which the pcps do not
+ * hold, all in one zone lock hold (pcp_alloc_bulk: alloc_pages_bulk).  No cache lock held.
+ */
+static unsigned new_slabs(struct kmem_cache *s, unsigned need, struct page **fresh)
 {
-	unsigned n = 1u << s->order;
-	for (unsigned i = 0; i < n; i++)
-		pg[i].fast_lim = 0;
-	for (unsigned i = 1; i < n; i++)
-		pg[i].state = PG_NONE;
-	pg->state = PG_NONE;
-	pcp_free(pg, s->order);
+	unsigned nf = 0;
+	if (s->order > PAGE_ALLOC_COSTLY_ORDER)
+		nf = (unsigned)MAX(pcp_alloc_bulk(s->order, (int)need, fresh), 0);
+	else
+		while (nf < need && (fresh[nf] = pcp_alloc(s->order)) != NULL)
+			nf++;
+	for (unsigned i = 0; i < nf; i++)
+		slab_init(s, fresh[i]);
+	return nf;
+}
+
+/* The empty slabs pg[0..n) back to the pcp, or (orders 4-5) to the zone in one hold. */
+static void discard_slabs(struct kmem_cache *s, struct page **pg, unsigned n)
+{
+	unsigned pages = 1u << s->order;
+	for (unsigned k = 0; k < n; k++) {
+		for (unsigned i = 0; i < pages; i++)
+			pg[k][i].fast_lim = 0;
+		for (unsigned i = 1; i < pages; i++)
+			pg[k][i].state = PG_NONE;
+		pg[k]->state = PG_NONE;
+		if (s->order <= PAGE_ALLOC_COSTLY_ORDER)
+			pcp_free(pg[k], s->order);
+	}
+	if (n && s->order > PAGE_ALLOC_COSTLY_ORDER)
+		pcp_free_bulk(s->order, (int)n, pg);
 }
 
 static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
@@ -288,7 +309,7 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 /* Objects were carved from slab pg: every page's fast_lim follows carved, so frees of the
  * objects handed out so far take the fast path (pcpm_free_call), which checks the index
  * against fast_lim of the object's page alone.  Cache lock held.  Memcheck mode keeps 0:
- * its frees take the checked slow path (secure mode's slabs are carved whole in new_slab). */
+ * its frees take the checked slow path (secure mode's slabs are carved whole in slab_init). */
 static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
 	if (unlikely(slab_flags))
@@ -331,11 +352,10 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 	while (got < min) {
 		if (list_empty(&s->partial)) {
 			struct page *fresh[NEW_SLABS_MAX];
-			unsigned need = (min - got + s->objects - 1) / s->objects, nf = 0;
+			unsigned need = (min - got + s->objects - 1) / s->objects;
 			need = MIN(need, NEW_SLABS_MAX);
 			cache_unlock(s);
-			while (nf < need && (fresh[nf] = new_slab(s)) != NULL)
-				nf++;
+			unsigned nf = new_slabs(s, need, fresh);
 			cache_lock(s);
 			if (!nf)
 				break;
@@ -526,8 +546,7 @@ static void free_detached(struct kmem_cache *s, struct detached *d, unsigned nd)
 			empty[nempty++] = e;
 	}
 	cache_unlock(s);
-	for (unsigned i = 0; i < nempty; i++)
-		discard_slab(s, empty[i]);
+	discard_slabs(s, empty, nempty);
 }
 
 void slab_free_bulk(unsigned cls, void *const *objs, unsigned n)
@@ -605,7 +624,7 @@ size_t slab_shrink_all(void)
 			cache_unlock(s);
 			if (!victim)
 				break;
-			discard_slab(s, victim);
+			discard_slabs(s, &victim, 1);
 			pages += 1u << s->order;
 		}
 	}
