@@ -2,7 +2,8 @@
  * sysfs.c - this machine's caches and NUMA nodes read from sysfs with plain system calls
  * (open, read, close): the kernel's own cacheinfo (/sys/devices/system/cpu/cpuN/cache/
  * indexK: level, type, size, shared_cpu_list) and node lists (/sys/devices/system/node/
- * possible, nodeM/cpulist).  No thread, no library, no allocation: it may run on the
+ * possible, nodeM/cpulist).  Every path starts at a root, /sys or PCPMALLOC_SYSFS_ROOT (a
+ * test's own folder).  No thread, no library, no allocation: it may run on the
  * allocating thread, in the malloc slow path (no allocator lock held).  hwloc stays the
  * source for described machines (XML, synthetic) and the pcpmalloc-topology tool, and its
  * walk gives the same figures for this machine (check_topology.py compares them).
@@ -18,6 +19,8 @@
 
 #define MAX_CACHE_INDEX 16
 #define MAX_NODES 1024
+/* a root of up to ~400 characters, then the longest path below it (shared_cpu_list) */
+#define PCPM_SYSFS_PATH_MAX 512
 
 /* The file's first line into buf (NUL-terminated, newline dropped); false when unreadable. */
 static bool read_line(const char *path, char *buf, size_t len)
@@ -81,26 +84,26 @@ static int cpulist_count(const char *s, int cpu, bool *has)
 }
 
 /* One CPU's caches: L2 (level 2, data or unified) and the last level; false without any. */
-static bool cpu_caches(int cpu, struct pcpm_cpu_cache *c)
+static bool cpu_caches(const char *root, int cpu, struct pcpm_cpu_cache *c)
 {
-	char path[128], buf[256], type[32];
+	char path[PCPM_SYSFS_PATH_MAX], buf[256], type[32];
 	bool any = false;
 	for (int k = 0; k < MAX_CACHE_INDEX; k++) {
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/level",
-			 cpu, k);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%d/cache/index%d/level",
+			 root, cpu, k);
 		if (!read_line(path, buf, sizeof(buf)))
 			break;
 		const char *lp = buf;
 		int level = (int)parse_num(&lp);
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/type", cpu,
-			 k);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%d/cache/index%d/type", root,
+			 cpu, k);
 		if (!read_line(path, type, sizeof(type)) || !strcmp(type, "Instruction"))
 			continue;
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/size", cpu,
-			 k);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%d/cache/index%d/size", root,
+			 cpu, k);
 		size_t size = read_line(path, buf, sizeof(buf)) ? parse_size(buf) : 0;
 		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu%d/cache/index%d/shared_cpu_list", cpu, k);
+			 "%s/devices/system/cpu/cpu%d/cache/index%d/shared_cpu_list", root, cpu, k);
 		int shared = read_line(path, buf, sizeof(buf)) ? cpulist_count(buf, cpu, NULL) : 1;
 		if (!size)
 			continue;
@@ -127,37 +130,41 @@ static int read_int(const char *path, int dflt)
 	return (int)parse_num(&s);
 }
 
-int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
+int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char *root)
 {
-	char path[128], buf[4096];
+	char path[PCPM_SYSFS_PATH_MAX];
 	int found = 0;
 	for (int cpu = 0; cpu < ncpus; cpu++) {
 		struct pcpm_cpu_cache c = cpus[cpu];
 		c.l2_bytes = 0;
 		c.l2_shared = 1;
 		c.llc_level = 0;
-		if (!cpu_caches(cpu, &c))
+		if (!cpu_caches(root, cpu, &c))
 			continue; /* absent or offline: its slot keeps the provisional sizes */
 		if (!c.l2_bytes) { /* no L2 level: the LLC stands for it */
 			c.l2_bytes = c.llc_bytes;
 			c.l2_shared = c.llc_shared;
 		}
 		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
+			 "%s/devices/system/cpu/cpu%d/topology/physical_package_id", root, cpu);
 		c.package = read_int(path, -1);
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+		snprintf(path, sizeof(path), "%s/devices/system/cpu/cpu%d/topology/core_id", root,
+			 cpu);
 		c.core = read_int(path, -1);
 		pcpm_cpu_cache_derive(&c);
 		cpus[cpu] = c;
 		found++;
 	}
-	if (!found) {
-		*why = "no cache information in /sys/devices/system/cpu";
-		return -1;
-	}
+	return found;
+}
+
+int pcpm_sysfs_nodes(struct pcpm_cpu_cache *cpus, int ncpus, const char *root)
+{
+	char path[PCPM_SYSFS_PATH_MAX], buf[4096];
 	/* NUMA nodes with CPUs, numbered in order (the logical index), with the kernel's id */
-	if (!read_line("/sys/devices/system/node/possible", buf, sizeof(buf)))
-		return found; /* no NUMA support: the provisional single node stays */
+	snprintf(path, sizeof(path), "%s/devices/system/node/possible", root);
+	if (!read_line(path, buf, sizeof(buf)))
+		return 0; /* no NUMA support */
 	const char *s = buf;
 	int logical = 0;
 	while (*s >= '0' && *s <= '9') {
@@ -168,7 +175,7 @@ int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
 		}
 		for (long m = lo; m <= hi && m < MAX_NODES; m++) {
 			char list[4096];
-			snprintf(path, sizeof(path), "/sys/devices/system/node/node%ld/cpulist", m);
+			snprintf(path, sizeof(path), "%s/devices/system/node/node%ld/cpulist", root, m);
 			if (!read_line(path, list, sizeof(list)))
 				continue;
 			int n = cpulist_count(list, -1, NULL);
@@ -189,5 +196,5 @@ int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
 			break;
 		s++;
 	}
-	return found;
+	return logical;
 }

@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "config.h"
 #include "hwtopo.h"
+#include "machine.h"
 #include "os.h"
 
 #include <dlfcn.h>
@@ -22,6 +23,7 @@
 int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
 int pcpm_topology_state PCPM_HOT;
+char pcpm_topology_why[192];
 int pcpm_topology_due PCPM_HOT;
 _Atomic unsigned pcpm_topology_gen PCPM_HOT;
 static struct pcpm_cpu_cache provisional PCPM_HOT;
@@ -91,25 +93,19 @@ void pcpm_topology_init(void)
 	int fake = pcpm_fake_cpu_count(pcpm_cfg.topology_xml, pcpm_cfg.topology_synthetic);
 	if (fake > pcpm_nr_cpus)
 		pcpm_nr_cpus = fake;
-	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-	provisional.package = provisional.core = provisional.node = provisional.node_os = -1;
-	provisional.l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
-	provisional.l2_shared = 1;
-	/* Without L3 the L2 is the last level (and is private). */
-	provisional.llc_bytes = l3 > 0 ? (size_t)l3 : provisional.l2_bytes;
-	provisional.llc_level = l3 > 0 ? 3 : 2;
-	/* sysconf cannot tell who shares the LLC: assume every online CPU (one package). */
-	provisional.llc_shared = l3 > 0 ? pcpm_nr_online : 1;
-	provisional.node_cpus = pcpm_nr_online;
-	pcpm_cpu_cache_derive(&provisional);
+	pcpm_provisional_cache(&provisional, pcpm_nr_online);
 	cpus = pcpm_meta_alloc((size_t)pcpm_nr_cpus * sizeof(*cpus));
 	if (cpus)
 		for (int i = 0; i < pcpm_nr_cpus; i++)
 			cpus[i] = provisional;
 	start_ms = pcpm_now_ms();
-	if (pcpm_cfg.topology == TOPOLOGY_OFF)
+	if (pcpm_cfg.topology == TOPOLOGY_OFF) {
 		atomic_store(&claimed, 1);
+		strcpy(pcpm_topology_why, "PCPMALLOC_TOPOLOGY=off");
+	} else if (pcpm_cfg.topology == TOPOLOGY_LAZY) {
+		strcpy(pcpm_topology_why, "not discovered yet (lazy: after 64 pcp refills, 50 ms "
+					  "and a 16 MiB heap)");
+	}
 	else if (pcpm_cfg.topology == TOPOLOGY_NOW)
 		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
 }
@@ -137,7 +133,9 @@ void pcpm_topology_tick(size_t heap_pages)
 
 static void failed(const char *why, const char *detail)
 {
-	pcpm_topology_state = -1;
+	pcpm_topology_state = TOPO_FAILED;
+	pcpm_topology_why[0] = '\0';
+	strncat(pcpm_topology_why, why, sizeof(pcpm_topology_why) - 1);
 	/* a machine described by PCPMALLOC_TOPOLOGY_XML/_SYNTHETIC was asked for: say so */
 	if (pcpm_cfg.verbose || pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic)
 		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
@@ -205,7 +203,8 @@ static void discover_with(void *h, uint64_t t0)
 	}
 	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
 	pcpm_os_unmap(tmp, len);
-	pcpm_topology_state = 1;
+	pcpm_topology_state = TOPO_HWLOC;
+	pcpm_topology_why[0] = '\0';
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
 		pcpm_warn("topology: hwloc found %d CPUs in %llu us (dlopen included); cpu 0: L2 %zu KiB / %d, LLC %zu "
@@ -217,33 +216,45 @@ static void discover_with(void *h, uint64_t t0)
 	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
 
-/* Lazy discovery of this machine: sysfs, in the calling thread (see sysfs.c). */
-static void discover_sysfs(void)
+/*
+ * Lazy discovery of this machine, in the calling thread: sysfs cacheinfo, else CPUID, else
+ * the provisional sizes stay, with the reason (machine.c).  The entries are built in a
+ * private mapping (with the walk's scratch after them) and copied in whole.
+ */
+static void discover_machine(void)
 {
 	uint64_t t0 = pcpm_now_ns();
-	size_t len = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), PAGE_SIZE);
+	size_t bytes = (size_t)pcpm_nr_cpus * sizeof(*cpus);
+	int nscratch = pcpm_nr_cpus > PCPM_MACHINE_MAX_CPUS ? pcpm_nr_cpus : PCPM_MACHINE_MAX_CPUS;
+	size_t len = ALIGN_UP(bytes + (size_t)nscratch * sizeof(int), PAGE_SIZE);
 	struct pcpm_cpu_cache *tmp = cpus ? pcpm_os_map(len, PAGE_SIZE) : NULL;
 	if (!tmp) {
-		failed("out of memory", NULL);
+		strcpy(pcpm_topology_why, "out of memory for discovery");
 		return;
 	}
-	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
-	const char *why = NULL;
-	int n = pcpm_sysfs_walk(tmp, pcpm_nr_cpus, &why);
-	if (n < 0) {
-		failed(why, NULL);
+	memcpy(tmp, cpus, bytes);
+	const struct pcpm_machine_src src = { pcpm_cfg.sysfs_root, pcpm_cfg.cpuid != 0, NULL };
+	char why[sizeof(pcpm_topology_why)];
+	int state = pcpm_machine_walk(tmp, pcpm_nr_cpus, pcpm_nr_online, &src,
+				      (int *)((char *)tmp + bytes), nscratch, why, sizeof(why));
+	memcpy(pcpm_topology_why, why, sizeof(why));
+	if (state == TOPO_PROVISIONAL) {
 		pcpm_os_unmap(tmp, len);
+		if (pcpm_cfg.verbose)
+			pcpm_warn("topology: keeping the provisional pcp sizes (%s)", why);
 		return;
 	}
-	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	memcpy(cpus, tmp, bytes);
 	pcpm_os_unmap(tmp, len);
-	pcpm_topology_state = 2;
+	pcpm_topology_state = state;
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
-		pcpm_warn("topology: sysfs gave %d CPUs in %llu us; cpu 0: L2 %zu KiB / %d, LLC %zu "
-			  "KiB / %d (slice %zu KiB)",
-			  n, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
-			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10);
+		pcpm_warn("topology: %s in %llu us%s%s%s; cpu 0: L2 %zu KiB / %d, LLC %zu KiB / %d "
+			  "(slice %zu KiB)",
+			  pcpm_topology_source_name(state),
+			  (unsigned long long)((pcpm_now_ns() - t0) / 1000), why[0] ? " (" : "", why,
+			  why[0] ? ")" : "", c->l2_bytes >> 10, c->l2_shared, c->llc_bytes >> 10,
+			  c->llc_shared, c->slice_bytes >> 10);
 	}
 	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
@@ -267,10 +278,10 @@ void pcpm_topology_discover(void)
 	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
 	int e = errno;
 	/* PCPMALLOC_TOPOLOGY=now (tests, measurements) or a described machine: hwloc, right
-	 * here; this machine, lazily: sysfs, right here too (no thread either way) */
+	 * here; this machine, lazily: sysfs or CPUID, right here too (no thread either way) */
 	if (hwloc)
 		discover();
 	else
-		discover_sysfs();
+		discover_machine();
 	errno = e;
 }

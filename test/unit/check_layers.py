@@ -43,7 +43,8 @@ LAYERS = [
     ['core/zone.c'],
     ['core/huge.c'],
     ['topology/topology.c'],
-    ['topology/hwtopo.c', 'topology/sysfs.c'],  # the hwloc walk; this machine from sysfs
+    ['topology/machine.c'],     # this machine for lazy discovery: sysfs, else CPUID, else none
+    ['topology/hwtopo.c', 'topology/sysfs.c', 'topology/cpuid.c'],  # hwloc walk; sysfs; CPUID
     ['topology/cpuinfo.c', 'topology/sizing.c'],  # cache slices; the kernel's pcp formulas
     ['core/arena.c'],
     ['core/early.c'],
