@@ -87,7 +87,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_HIGH_POLICY", T_ENUM, I(high_policy), 0, 0, 1, "cache|heap",
 	  "high_min/high_max from the cache slice, or from the committed heap (kernel-pcp.md 12.4)" },
 	{ "PCPMALLOC_TOPOLOGY", T_ENUM, I(topology), 0, 0, 2, "lazy|now|off",
-	  "discovery: this machine from sysfs after 64 pcp refills, 50 ms and a 16 MiB heap; now: with hwloc at once (also when _XML or _SYNTHETIC is set); off: never" },
+	  "discovery: this machine from sysfs (else CPUID) after 64 pcp refills, 50 ms and a 16 MiB heap; now: with hwloc at once (also when _XML or _SYNTHETIC is set); off: never" },
 	{ "PCPMALLOC_TOPOLOGY_XML", T_STR, NULL, &pcpm_cfg.topology_xml, 0, 0, 0, NULL,
 	  "hwloc XML file: size the pcps for that machine instead of this one" },
 	{ "PCPMALLOC_TOPOLOGY_SYNTHETIC", T_STR, NULL, &pcpm_cfg.topology_synthetic, 0, 0, 0, NULL,

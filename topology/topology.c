@@ -1,8 +1,8 @@
 /*
- * topology.c - provisional cache sizes from sysconf, then lazy hwloc discovery (see
- * topology.h).  glibc answers the _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without
- * allocating; hwloc is dlopen'ed only when discovery runs, so a short-lived process never
- * maps it.
+ * topology.c - provisional cache sizes from sysconf, then lazy discovery of this machine
+ * (sysfs, else CPUID: machine.c) or hwloc for a described one (see topology.h).  glibc
+ * answers the _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without allocating; hwloc is
+ * dlopen'ed only when a described machine or PCPMALLOC_TOPOLOGY=now asks for it.
  */
 #define _GNU_SOURCE
 #include "topology.h"

@@ -5,7 +5,9 @@
  * Two sources.  At start, provisional values from sysconf(_SC_LEVEL2_CACHE_SIZE /
  * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
  * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), the kernel's cacheinfo in
- * sysfs replaces them (pcpm_topology_maybe_discover, from the malloc slow path, with no
+ * sysfs replaces them, or CPUID where the kernel exports none (machine.c; when neither
+ * answers they stay, with the reason in pcpm_topology_why)
+ * (pcpm_topology_maybe_discover, from the malloc slow path, with no
  * allocator lock held; plain system calls, so no thread and no library: an allocator must
  * start no thread the program did not ask for, and a dlopen inside the caller's malloc could
  * deadlock on the caller's own locks).  hwloc (dlopen'ed) reads described machines.  Topology only produces sizes:
