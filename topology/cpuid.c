@@ -15,22 +15,24 @@
  * taken as every CPU's (the CPUs of a machine without sysfs cacheinfo are alike; a hybrid
  * CPU with two core types would need each type read on its own CPU).  Every CPU's APIC id
  * comes from /proc/cpuinfo (the kernel read it on that CPU at boot: "apicid"), read with
- * plain system calls; without it, a cache is taken as shared by min(max sharing, CPUs this
- * process may run on).  No allocation, no lock, no library: plain instructions and system
- * calls, so it may run on the allocating thread.  A leaf: calls libc only.
+ * raw system calls (sysread.h: no cancellation point) into the caller's buffer; without it, a
+ * cache is taken as shared by min(max sharing, CPUs this process may run on).  No
+ * allocation, no lock, no library: plain instructions and system calls, so it may run on the
+ * allocating thread.  A leaf: calls libc's syscall() only.
  */
 #define _GNU_SOURCE
 #include "cpuid.h"
+#include "sysread.h"
 
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 /* The instruction itself (the compiler's <cpuid.h> is hidden by this folder's cpuid.h). */
 static void cpuid(unsigned leaf, unsigned sub, unsigned r[4])
 {
-	__asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+	__asm__ volatile("cpuid"
+			 : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3])
+			 : "a"(leaf), "c"(sub));
 }
 
 /* One cache of a deterministic-parameters leaf (4 or 0x8000001D: the same layout); false at
@@ -72,11 +74,13 @@ int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why)
 			topoext = r[2] & (1u << 22);
 		}
 		if (topoext && max_ext >= 0x8000001d)
-			for (unsigned k = 0; n < max && k < 16 && deterministic(0x8000001d, k, &out[n]); k++)
-				n++;
+			for (unsigned k = 0; n < max && k < 16; k++, n++)
+				if (!deterministic(0x8000001d, k, &out[n]))
+					break;
 	} else if (max_leaf >= 4) {
-		for (unsigned k = 0; n < max && k < 16 && deterministic(4, k, &out[n]); k++)
-			n++;
+		for (unsigned k = 0; n < max && k < 16; k++, n++)
+			if (!deterministic(4, k, &out[n]))
+				break;
 	}
 	if (n == 0 && max_ext >= 0x80000006 && max >= 2) {
 		/* legacy: ECX[31:16] the L2 in KiB, EDX[31:18] the L3 in 512 KiB units; the L3
@@ -165,20 +169,19 @@ static void cpuinfo_line(const char *line, int *cpu, struct pcpm_cpu_cache *cpus
 }
 
 int pcpm_cpuinfo_apicids(const char *path, struct pcpm_cpu_cache *cpus, int ncpus, int *apicid,
-			 int napic)
+			 int napic, char *buf, size_t len)
 {
 	for (int i = 0; i < napic; i++)
 		apicid[i] = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = pcpm_sysread_open(path);
 	if (fd < 0)
 		return 0;
-	/* line by line through a small buffer; the lines that do not fit (flags) are skipped */
-	char buf[1024];
+	/* line by line through the buffer; the lines that do not fit (flags) are skipped */
 	size_t have = 0;
 	bool skipping = false;
 	int cpu = -1, found = 0;
 	for (;;) {
-		ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+		long r = pcpm_sysread_read(fd, buf + have, len - 1 - have);
 		if (r <= 0)
 			break;
 		have += (size_t)r;
@@ -192,7 +195,7 @@ int pcpm_cpuinfo_apicids(const char *path, struct pcpm_cpu_cache *cpus, int ncpu
 			skipping = false;
 			start = i + 1;
 		}
-		if (start == 0 && have == sizeof(buf) - 1) {
+		if (start == 0 && have == len - 1) {
 			skipping = true; /* a line longer than the buffer: drop what we have */
 			have = 0;
 		} else {
@@ -200,7 +203,7 @@ int pcpm_cpuinfo_apicids(const char *path, struct pcpm_cpu_cache *cpus, int ncpu
 			have -= start;
 		}
 	}
-	close(fd);
+	pcpm_sysread_close(fd);
 	return found;
 }
 
@@ -220,9 +223,10 @@ static int sharing(const int *apicid, int napic, int cpu, unsigned max_sharing, 
 	if (napic <= 0 || cpu >= napic || apicid[cpu] < 0)
 		return (int)max_sharing < nr_online ? (int)max_sharing : nr_online;
 	unsigned shift = count_order(max_sharing);
+	unsigned group = (unsigned)apicid[cpu] >> shift;
 	int n = 0;
 	for (int j = 0; j < napic; j++)
-		if (apicid[j] >= 0 && ((unsigned)apicid[j] >> shift) == ((unsigned)apicid[cpu] >> shift))
+		if (apicid[j] >= 0 && ((unsigned)apicid[j] >> shift) == group)
 			n++;
 	return n;
 }
@@ -267,12 +271,12 @@ int pcpm_cpuid_fill(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 }
 
 int pcpm_cpuid_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online, const char *cpuinfo,
-		    int *apicid, int napic, const char **why)
+		    int *apicid, int napic, char *buf, size_t len, const char **why)
 {
-	struct pcpm_cpuid_cache caches[16];
-	int nc = pcpm_cpuid_caches(caches, 16, why);
+	struct pcpm_cpuid_cache caches[8]; /* L1d, L1i, L2, L3 and room to spare: 192 bytes */
+	int nc = pcpm_cpuid_caches(caches, 8, why);
 	if (nc <= 0)
 		return -1;
-	int known = pcpm_cpuinfo_apicids(cpuinfo, cpus, ncpus, apicid, napic);
+	int known = pcpm_cpuinfo_apicids(cpuinfo, cpus, ncpus, apicid, napic, buf, len);
 	return pcpm_cpuid_fill(cpus, ncpus, nr_online, caches, nc, apicid, known ? napic : 0, why);
 }

@@ -26,9 +26,10 @@ int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why);
 /* Every CPU's APIC id from a /proc/cpuinfo file (path), into apicid[0..napic) (-1 when not
  * listed; CPUs numbered napic and above are left out), with its package ("physical id") and
  * core ("core id") into cpus[0..ncpus): the number of APIC ids found, 0 when the file is
- * unreadable.  Plain open/read/close, a 1 KiB buffer. */
+ * unreadable.  Raw openat/read/close (no cancellation point) through buf (len bytes: lines
+ * longer are skipped). */
 int pcpm_cpuinfo_apicids(const char *path, struct pcpm_cpu_cache *cpus, int ncpus, int *apicid,
-			 int napic);
+			 int napic, char *buf, size_t len);
 
 /* Fills cpus[0..ncpus) with the L2 and last-level data/unified cache of caches[0..nc) (one
  * CPU's, taken as every CPU's) and who shares each: the CPUs of apicid[0..napic) in the same
@@ -39,9 +40,9 @@ int pcpm_cpuid_fill(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 		    const char **why);
 
 /* pcpm_cpuid_caches of the calling CPU, the APIC ids of cpuinfo (a /proc/cpuinfo path;
- * apicid: napic ints of scratch) and pcpm_cpuid_fill: how many CPUs it filled, or -1 with
- * *why set.  Thread-safe (writes only its arguments). */
+ * apicid: napic ints of scratch; buf: len bytes to read it through) and pcpm_cpuid_fill: how
+ * many CPUs it filled, or -1 with *why set.  Thread-safe (writes only its arguments). */
 int pcpm_cpuid_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online, const char *cpuinfo,
-		    int *apicid, int napic, const char **why);
+		    int *apicid, int napic, char *buf, size_t len, const char **why);
 
 #endif

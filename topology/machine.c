@@ -8,7 +8,6 @@
 #include "machine.h"
 #include "cpuid.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* Appends s to the NUL-terminated text in buf (len bytes), cutting what does not fit. */
@@ -21,13 +20,14 @@ static void add(char *buf, size_t len, const char *s)
 }
 
 int pcpm_machine_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
-		      const struct pcpm_machine_src *src, int *scratch, int nscratch, char *why,
-		      size_t len)
+		      const struct pcpm_machine_src *src, struct pcpm_machine_scratch *scratch)
 {
 	const char *root = src->sysfs_root ? src->sysfs_root : "/sys";
+	char *why = scratch->why;
+	const size_t len = sizeof(scratch->why);
 	int state = TOPO_PROVISIONAL;
 	why[0] = '\0';
-	if (pcpm_sysfs_walk(cpus, ncpus, root) > 0) {
+	if (pcpm_sysfs_walk(cpus, ncpus, root, &scratch->io) > 0) {
 		state = TOPO_SYSFS;
 	} else {
 		add(why, len, "sysfs: no cacheinfo under ");
@@ -37,8 +37,9 @@ int pcpm_machine_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 		if (!src->cpuid)
 			no = "off (PCPMALLOC_CPUID=0)";
 		else if (pcpm_cpuid_walk(cpus, ncpus, nr_online,
-					 src->cpuinfo ? src->cpuinfo : "/proc/cpuinfo", scratch,
-					 nscratch, &no) > 0)
+					 src->cpuinfo ? src->cpuinfo : "/proc/cpuinfo",
+					 scratch->apicid, PCPM_MACHINE_MAX_CPUS, scratch->io.line,
+					 sizeof(scratch->io.line), &no) > 0)
 			state = TOPO_CPUID;
 		if (state != TOPO_CPUID) {
 			add(why, len, "; cpuid: ");
@@ -46,7 +47,7 @@ int pcpm_machine_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 			return TOPO_PROVISIONAL;
 		}
 	}
-	if (pcpm_sysfs_nodes(cpus, ncpus, root) == 0)
+	if (pcpm_sysfs_nodes(cpus, ncpus, root, &scratch->io) == 0)
 		for (int i = 0; i < ncpus; i++) { /* no NUMA in sysfs: one node */
 			cpus[i].node = 0;
 			cpus[i].node_os = -1;

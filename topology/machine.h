@@ -18,19 +18,25 @@ struct pcpm_machine_src {
 	const char *cpuinfo;
 };
 
+/* APIC ids the walk makes room for: CPUs numbered above are not counted in sharing. */
+#define PCPM_MACHINE_MAX_CPUS 8192
+
+/* The walk's working memory, the caller's (the library maps it: nothing large on the stack
+ * of a thread that may be a PTHREAD_STACK_MIN one). */
+struct pcpm_machine_scratch {
+	struct pcpm_sysfs_buf io;		/* paths and file contents */
+	int apicid[PCPM_MACHINE_MAX_CPUS];	/* every online CPU's APIC id (CPUID source) */
+	char why[192];				/* the result's reason (see below) */
+};
+
 /*
  * Fills cpus[0..ncpus) from the first source that answers and returns it (TOPO_SYSFS,
- * TOPO_CPUID), or TOPO_PROVISIONAL with cpus[] unchanged.  why (len bytes) gets why the
- * sources before it gave nothing ("" for sysfs).  scratch: nscratch ints for the APIC ids of
- * CPUs 0..nscratch-1 (every online CPU counts in a cache's sharing, not only the process's:
- * nscratch >= the CPU count).  No allocation, no lock; thread-safe (writes only its
- * arguments).
+ * TOPO_CPUID), or TOPO_PROVISIONAL with cpus[] unchanged.  scratch->why gets why the sources
+ * before it gave nothing ("" for sysfs).  Every online CPU counts in a cache's sharing, not
+ * only the process's.  No allocation, no lock, no cancellation point, a few hundred bytes of
+ * stack; thread-safe (writes only its arguments).
  */
 int pcpm_machine_walk(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
-		      const struct pcpm_machine_src *src, int *scratch, int nscratch, char *why,
-		      size_t len);
-
-/* APIC ids the library makes room for: CPUs numbered above are not counted in sharing. */
-#define PCPM_MACHINE_MAX_CPUS 8192
+		      const struct pcpm_machine_src *src, struct pcpm_machine_scratch *scratch);
 
 #endif

@@ -89,8 +89,7 @@ int main(int argc, char **argv)
 	char *seen = calloc((size_t)n, 1);
 	/* What the library's lazy discovery reads on this machine (and with --library, shows). */
 	struct pcpm_cpu_cache *lib = calloc((size_t)n, sizeof(*lib));
-	int nscratch = n > PCPM_MACHINE_MAX_CPUS ? n : PCPM_MACHINE_MAX_CPUS;
-	int *scratch = calloc((size_t)nscratch, sizeof(int));
+	struct pcpm_machine_scratch *scratch = calloc(1, sizeof(*scratch));
 	cpu_set_t set;
 	int online = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)conf;
 	for (int i = 0; i < n; i++) {
@@ -100,9 +99,8 @@ int main(int argc, char **argv)
 	const char *cpuid_env = getenv("PCPMALLOC_CPUID");
 	struct pcpm_machine_src src = { getenv("PCPMALLOC_SYSFS_ROOT"),
 					!cpuid_env || strcmp(cpuid_env, "0") != 0, NULL };
-	char lib_why[192];
-	int lib_src = pcpm_machine_walk(lib, n, online, &src, scratch, nscratch, lib_why,
-					sizeof(lib_why));
+	int lib_src = pcpm_machine_walk(lib, n, online, &src, scratch);
+	const char *lib_why = scratch->why;
 	const char *why = NULL;
 	if (library) {
 		if (lib_src == TOPO_PROVISIONAL) /* the provisional sizes, for the CPUs it may use */

@@ -224,31 +224,31 @@ static void discover_with(void *h, uint64_t t0)
 static void discover_machine(void)
 {
 	uint64_t t0 = pcpm_now_ns();
-	size_t bytes = (size_t)pcpm_nr_cpus * sizeof(*cpus);
-	int nscratch = pcpm_nr_cpus > PCPM_MACHINE_MAX_CPUS ? pcpm_nr_cpus : PCPM_MACHINE_MAX_CPUS;
-	size_t len = ALIGN_UP(bytes + (size_t)nscratch * sizeof(int), PAGE_SIZE);
+	size_t bytes = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), 64);
+	size_t len = ALIGN_UP(bytes + sizeof(struct pcpm_machine_scratch), PAGE_SIZE);
 	struct pcpm_cpu_cache *tmp = cpus ? pcpm_os_map(len, PAGE_SIZE) : NULL;
 	if (!tmp) {
 		strcpy(pcpm_topology_why, "out of memory for discovery");
 		return;
 	}
-	memcpy(tmp, cpus, bytes);
+	struct pcpm_machine_scratch *scratch = (void *)((char *)tmp + bytes);
+	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
 	const struct pcpm_machine_src src = { pcpm_cfg.sysfs_root, pcpm_cfg.cpuid != 0, NULL };
-	char why[sizeof(pcpm_topology_why)];
-	int state = pcpm_machine_walk(tmp, pcpm_nr_cpus, pcpm_nr_online, &src,
-				      (int *)((char *)tmp + bytes), nscratch, why, sizeof(why));
-	memcpy(pcpm_topology_why, why, sizeof(why));
+	int state = pcpm_machine_walk(tmp, pcpm_nr_cpus, pcpm_nr_online, &src, scratch);
+	_Static_assert(sizeof(scratch->why) == sizeof(pcpm_topology_why), "one reason size");
+	memcpy(pcpm_topology_why, scratch->why, sizeof(pcpm_topology_why));
+	if (state != TOPO_PROVISIONAL)
+		memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	pcpm_os_unmap(tmp, len);
 	if (state == TOPO_PROVISIONAL) {
-		pcpm_os_unmap(tmp, len);
 		if (pcpm_cfg.verbose)
-			pcpm_warn("topology: keeping the provisional pcp sizes (%s)", why);
+			pcpm_warn("topology: keeping the provisional pcp sizes (%s)", pcpm_topology_why);
 		return;
 	}
-	memcpy(cpus, tmp, bytes);
-	pcpm_os_unmap(tmp, len);
 	pcpm_topology_state = state;
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
+		const char *why = pcpm_topology_why;
 		pcpm_warn("topology: %s in %llu us%s%s%s; cpu 0: L2 %zu KiB / %d, LLC %zu KiB / %d "
 			  "(slice %zu KiB)",
 			  pcpm_topology_source_name(state),

@@ -17,6 +17,7 @@
 #define MiB ((size_t)1 << 20)
 
 static char path[64];
+static char buf[1024]; /* the reader's buffer: the flags lines below do not fit */
 
 /* Writes a /proc/cpuinfo-like file: CPU i has APIC id apic[i] in package pkg[i]. */
 static void write_cpuinfo(int n, const int *apic, const int *pkg)
@@ -47,7 +48,7 @@ int main(void)
 	struct pcpm_cpu_cache cpus[8];
 	int ids[64];
 	memset(cpus, 0, sizeof(cpus));
-	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 8, ids, 64), 8);
+	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 8, ids, 64, buf, sizeof(buf)), 8);
 	for (int i = 0; i < 8; i++) {
 		CHECK_EQ(ids[i], apic[i]);
 		CHECK_EQ(cpus[i].package, pkg[i]);
@@ -87,13 +88,13 @@ int main(void)
 
 	/* The process has 2 CPU slots (taskset): the other online CPUs still share the L3. */
 	memset(cpus, 0, sizeof(cpus));
-	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 2, ids, 64), 8);
+	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 2, ids, 64, buf, sizeof(buf)), 8);
 	CHECK_EQ(pcpm_cpuid_fill(cpus, 2, 2, c4, 4, ids, 64, &why), 2);
 	CHECK_EQ(cpus[1].llc_shared, 4);
 	CHECK_EQ(cpus[2].llc_bytes, 0); /* beyond the slots: untouched */
 
 	/* Room for 6 APIC ids only: CPUs 6 and 7 are not counted; 4 and 5 share with each other. */
-	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 8, ids, 6), 6);
+	CHECK_EQ(pcpm_cpuinfo_apicids(path, cpus, 8, ids, 6, buf, sizeof(buf)), 6);
 	CHECK_EQ(pcpm_cpuid_fill(cpus, 8, 8, c4, 4, ids, 6, &why), 6);
 	CHECK_EQ(cpus[4].llc_shared, 2);
 	CHECK_EQ(cpus[0].llc_shared, 4);
@@ -101,7 +102,7 @@ int main(void)
 
 	/* No /proc/cpuinfo: every slot gets min(max sharing, CPUs of the process). */
 	memset(cpus, 0, sizeof(cpus));
-	CHECK_EQ(pcpm_cpuinfo_apicids("/nonexistent/cpuinfo", cpus, 8, ids, 64), 0);
+	CHECK_EQ(pcpm_cpuinfo_apicids("/nonexistent/cpuinfo", cpus, 8, ids, 64, buf, sizeof(buf)), 0);
 	CHECK_EQ(pcpm_cpuid_fill(cpus, 8, 3, c4, 4, ids, 0, &why), 8);
 	CHECK_EQ(cpus[7].llc_shared, 3);
 	CHECK_EQ(cpus[7].l2_shared, 2);

@@ -66,6 +66,7 @@ HEADER_OWNER = {
     'core/stat.h': None,                     # struct pcpm_stats: every layer fills it
     'core/lockstat.h': None,                 # the lock profile: inline helpers over os.h
     'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
+    'topology/sysread.h': None,              # raw reads of small kernel files (syscall())
     'preload/pcpmalloc.h': 'preload/preload.c',
 }
 
