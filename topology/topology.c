@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int pcpm_nr_cpus = 1;
@@ -76,7 +77,12 @@ void pcpm_topology_init(void)
 	 */
 	cpu_set_t set;
 	int top = -1;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+	/* the system call, not libc's sched_getaffinity: this runs under the init lock, and a
+	 * program's wrapper of that function (one that looks its target up with dlsym) would
+	 * wait there for the loader's lock, which a thread waiting for the init lock may hold
+	 * (issue 26); the kernel writes its mask size in bytes and leaves the rest zero */
+	CPU_ZERO(&set);
+	if (syscall(SYS_sched_getaffinity, 0, sizeof(set), &set) > 0 && CPU_COUNT(&set) > 0) {
 		pcpm_nr_online = CPU_COUNT(&set);
 		const int bits = (int)(8 * sizeof(set.__bits[0]));
 		for (int w = (int)(sizeof(set.__bits) / sizeof(set.__bits[0])) - 1; w >= 0 && top < 0; w--)

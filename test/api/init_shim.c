@@ -35,8 +35,13 @@ static void *tool_prologue(const char *name)
 	return real;
 }
 
+/* calls of the sched_getaffinity wrapper: pcpmalloc makes the system call itself (issue 26:
+ * under its init lock a wrapper's dlsym waited for the loader's lock), so none come from it */
+int init_shim_affinity_calls;
+
 int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set)
 {
+	__atomic_fetch_add(&init_shim_affinity_calls, 1, __ATOMIC_RELAXED);
 	int (*real)(pid_t, size_t, cpu_set_t *) =
 		(int (*)(pid_t, size_t, cpu_set_t *))tool_prologue("sched_getaffinity");
 	return real(pid, size, set);
