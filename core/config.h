@@ -55,6 +55,8 @@ struct pcpm_config {
 	const char *topology_xml;	/* PCPMALLOC_TOPOLOGY_XML: hwloc XML file of a fake machine */
 	const char *topology_synthetic; /* PCPMALLOC_TOPOLOGY_SYNTHETIC: hwloc synthetic description */
 	const char *topology_lib;	/* PCPMALLOC_TOPOLOGY_LIB: hwloc library dlopen'ed */
+	const char *sysfs_root;		/* PCPMALLOC_SYSFS_ROOT: read in place of /sys; NULL = /sys */
+	int cpuid;		/* PCPMALLOC_CPUID: CPUID caches when sysfs has none (0 | 1) */
 	int numa_bind;		/* PCPMALLOC_NUMA_BIND: preferred | bind | off (NUMA_BIND_*) */
 	int valgrind;		/* PCPMALLOC_VALGRIND: AUTO (memcheck detected) | 0 | 1 */
 	int prof;		/* PCPMALLOC_PROF: the sampled heap profiler (prof_mode.c) */

@@ -144,7 +144,7 @@ static uint64_t slab_random(void)
  * object handed out has neighbours in the slab whose marks secure mode's free checks (an
  * underflow or overflow across the slab's ends would land in other memory).  Cache lock
  * held. */
-static void slab_carve_random(struct page *head, uint32_t size, uint32_t objects)
+static PCPM_NOINLINE PCPM_COLD void slab_carve_random(struct page *head, uint32_t size, uint32_t objects)
 {
 	uint16_t order[(PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER) / 16];
 	uint32_t first = objects >= 3, n = objects - 2 * first;
@@ -280,6 +280,28 @@ static unsigned new_slabs(struct kmem_cache *s, unsigned need, struct page **fre
 	return nf;
 }
 
+#define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
+
+/*
+ * need new slabs (at most NEW_SLABS_MAX) onto the cache's partial list: made with the lock
+ * dropped, listed in one hold; how many (0: out of memory).  Cache lock held on entry and
+ * exit.
+ */
+static unsigned __cache_grow(struct kmem_cache *s, unsigned need)
+{
+	struct page *fresh[NEW_SLABS_MAX];
+	cache_unlock(s);
+	unsigned nf = new_slabs(s, MIN(need, NEW_SLABS_MAX), fresh);
+	cache_lock(s);
+	for (unsigned i = 0; i < nf; i++) {
+		s->nr_slabs++;
+		s->slab_alloc++;
+		list_add_tail(&fresh[i]->lru, &s->partial);
+		s->nr_partial++;
+	}
+	return nf;
+}
+
 /* The empty slabs pg[0..n) back to the pcp, or (orders 4-5) to the zone in one hold. */
 static void discard_slabs(struct kmem_cache *s, struct page **pg, unsigned n)
 {
@@ -314,9 +336,10 @@ static void slab_carved(struct kmem_cache *s, struct page *pg)
 		pg[i].fast_lim = pg->carved;
 }
 
-#define CARVE_RANGES 16 /* runs of never-used objects one call may carve */
-#define FREELISTS 16	/* slab freelists one call may detach whole */
-#define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
+/* (few: the array is on the stack of a thread's first allocation, which may be a
+ * PTHREAD_STACK_MIN thread's: discovery_thread allows glibc's use + 1 KiB) */
+#define CARVE_RANGES 4 /* runs of never-used objects one call may carve */
+#define FREELISTS 4    /* slab freelists one call may detach whole */
 
 /* Objects on pg's freelist: those carved, less those handed out and those never handed out
  * (object 0 in memcheck mode, the two ends of a randomly carved slab: s->hidden). */
@@ -339,35 +362,21 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 {
 	struct kmem_cache *s = kmem_cache_of(cls);
 	struct {
-		char *addr; /* a carved run, or a detached freelist's first object */
-		struct page *pg; /* NULL for a carved run */
-		unsigned n, at;	 /* objects, and where they go in objs */
+		char *addr;	 /* a carved run, or a detached freelist's first object */
+		uint16_t n, at;	 /* objects, and where they go in objs */
+		bool list;	 /* a detached freelist */
 	} run[CARVE_RANGES + FREELISTS];
 	unsigned got = 0, nrun = 0, ncarve = 0;
 	cache_lock(s);
 	while (got < min) {
-		if (list_empty(&s->partial)) {
-			struct page *fresh[NEW_SLABS_MAX];
-			unsigned need = (min - got + s->objects - 1) / s->objects;
-			need = MIN(need, NEW_SLABS_MAX);
-			cache_unlock(s);
-			unsigned nf = new_slabs(s, need, fresh);
-			cache_lock(s);
-			if (!nf)
-				break;
-			for (unsigned i = 0; i < nf; i++) {
-				s->nr_slabs++;
-				s->slab_alloc++;
-				list_add_tail(&fresh[i]->lru, &s->partial);
-				s->nr_partial++;
-			}
-		}
+		if (list_empty(&s->partial) && !__cache_grow(s, (min - got + s->objects - 1) / s->objects))
+			break;
 		struct page *pg = (struct page *)s->partial.next;
 		unsigned f = pg->freelist ? slab_nr_free(s, pg) : 0;
 		if (owner)
 			__atomic_store_n(&pg->slab_owner, owner, __ATOMIC_RELAXED);
 		if (f && f <= max - got && nrun - ncarve < FREELISTS) {
-			run[nrun++] = (typeof(run[0])){ pg->freelist, pg, f, got };
+			run[nrun++] = (typeof(run[0])){ pg->freelist, (uint16_t)f, (uint16_t)got, true };
 			pg->freelist = NULL;
 			pg->inuse += f;
 			got += f;
@@ -383,8 +392,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 			if (ncarve == CARVE_RANGES)
 				break; /* (not with today's sizes: a call takes <= 128 objects) */
 			unsigned k = MIN(min - got, s->objects - pg->carved);
-			run[nrun++] = (typeof(run[0])){ pg->addr + (size_t)pg->carved * s->size, NULL,
-						       k, got };
+			run[nrun++] = (typeof(run[0])){ pg->addr + (size_t)pg->carved * s->size,
+						       (uint16_t)k, (uint16_t)got, false };
 			ncarve++;
 			__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + k), __ATOMIC_RELAXED);
 			pg->inuse += k;
@@ -399,14 +408,15 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 	cache_unlock(s);
 	for (unsigned r = 0; r < nrun; r++) {
 		void **dst = &objs[run[r].at];
-		if (run[r].pg) { /* a detached freelist: exactly n objects, NULL-terminated */
+		if (run[r].list) { /* a detached freelist: exactly n objects, NULL-terminated */
 			void *o = run[r].addr;
+			struct page *pg = pcpm_page_of(o)->slab_head;
 			for (unsigned j = 0; j < run[r].n; j++) {
 				if (unlikely(!o))
 					pcpm_freelist_corrupt("malloc", dst[j - 1]);
 				vg_open_obj(o);
 				dst[j] = o;
-				o = slab_fl_next(s, run[r].pg, o);
+				o = slab_fl_next(s, pg, o);
 			}
 			if (unlikely(o))
 				pcpm_freelist_corrupt("malloc", dst[run[r].n - 1]);

@@ -125,11 +125,13 @@ size_t pcpm_stats_json(char *buf, size_t len)
 	put(&o, ", \"zone_lock_contended_pct\": %.3f, \"zone_lock_wait_pct\": %.3f, \"cpu_time_ns\": %.0f",
 	    s.zone_lock ? 100.0 * (double)s.zone_lock_contended / (double)s.zone_lock : 0.0,
 	    cpu_ns > 0 ? 100.0 * (double)s.zone_lock_wait_ns / cpu_ns : 0.0, cpu_ns);
-	put(&o, ", \"topology\": \"%s\"",
-	    pcpm_topology_state == 2   ? "sysfs"
-	    : pcpm_topology_state > 0 ? "hwloc"
-	    : pcpm_topology_state < 0 ? "failed"
-				      : "provisional");
+	put(&o, ", \"topology\": \"%s\", \"topology_why\": \"",
+	    pcpm_topology_source_name(pcpm_topology_state));
+	/* the reason holds paths: escape what JSON needs escaped */
+	for (const char *w = pcpm_topology_why; *w; w++)
+		put(&o, "%s%c", *w == '"' || *w == '\\' ? "\\" : "",
+		    (unsigned char)*w < 0x20 ? '?' : *w);
+	put(&o, "\"");
 	put(&o, ", \"cpus\": [");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		/* the pcp of the CPU's own node's zone */
@@ -173,11 +175,16 @@ static size_t stats_text(char *buf, size_t len)
 			put(&o, " %zu", pcpm_zones[n].free_area[i].nr_free);
 		put(&o, "\n");
 	}
-	put(&o, "  %-5s %8s %8s %6s %8s %8s\n", "cpu", "count", "high", "batch", "high_min", "high_max");
+	put(&o, "  topology %s%s%s%s\n", pcpm_topology_source_name(pcpm_topology_state),
+	    pcpm_topology_why[0] ? " (" : "", pcpm_topology_why, pcpm_topology_why[0] ? ")" : "");
+	put(&o, "  %-5s %8s %8s %6s %8s %8s %9s %9s %9s\n", "cpu", "count", "high", "batch",
+	    "high_min", "high_max", "l2_kib", "llc_kib", "slice_kib");
 	for (int i = 0; pcpm_pcp && i < pcpm_nr_cpus; i++) {
 		struct per_cpu_pages *p = zone_pcp(&pcpm_zones[pcp_cpu_node((unsigned)i)], (unsigned)i);
-		put(&o, "  %-5d %8d %8d %6d %8d %8d\n", i, p->count, p->high, p->batch, p->high_min,
-		    p->high_max);
+		const struct pcpm_cpu_cache *c = pcpm_cpu_cache(i);
+		put(&o, "  %-5d %8d %8d %6d %8d %8d %9zu %9zu %9zu\n", i, p->count, p->high, p->batch,
+		    p->high_min, p->high_max, c->l2_bytes >> 10, c->llc_bytes >> 10,
+		    c->slice_bytes >> 10);
 	}
 	if (len)
 		buf[o.pos < len ? o.pos : len - 1] = 0;

@@ -1,12 +1,45 @@
 /*
  * cpuinfo.c - the parts of topology.h that need neither hwloc nor the allocator: the slice
- * arithmetic of one CPU and counting the CPUs of a fake machine (shared by the library and
- * the tool).  Nothing here allocates.
+ * arithmetic of one CPU, the provisional sizes, the sources' names and counting the CPUs of
+ * a fake machine (shared by the library and the tool).  Nothing here allocates.
  */
 #include "topology.h"
 
 #include <fcntl.h>
 #include <unistd.h>
+
+const char *pcpm_topology_source_name(int state)
+{
+	switch (state) {
+	case TOPO_HWLOC:
+		return "hwloc";
+	case TOPO_SYSFS:
+		return "sysfs";
+	case TOPO_CPUID:
+		return "cpuid";
+	case TOPO_FAILED:
+		return "failed";
+	default:
+		return "provisional";
+	}
+}
+
+void pcpm_provisional_cache(struct pcpm_cpu_cache *c, int nr_online)
+{
+	/* glibc answers these from its own cpuid data, without allocating */
+	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+	*c = (struct pcpm_cpu_cache){ .package = -1, .core = -1, .node = -1, .node_os = -1 };
+	c->l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
+	c->l2_shared = 1;
+	/* Without L3 the L2 is the last level (and is private). */
+	c->llc_bytes = l3 > 0 ? (size_t)l3 : c->l2_bytes;
+	c->llc_level = l3 > 0 ? 3 : 2;
+	/* sysconf cannot tell who shares the LLC: assume every online CPU (one package). */
+	c->llc_shared = l3 > 0 ? nr_online : 1;
+	c->node_cpus = nr_online;
+	pcpm_cpu_cache_derive(c);
+}
 
 void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c)
 {

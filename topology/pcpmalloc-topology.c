@@ -2,20 +2,25 @@
  * pcpmalloc-topology - prints, for this machine or a described one, every CPU's place
  * (package, core, NUMA node), its caches and the pcp sizes pcpmalloc gives it.
  *
- *   pcpmalloc-topology [--xml FILE | --synthetic "DESC"] [--json]
+ *   pcpmalloc-topology [--xml FILE | --synthetic "DESC" | --library] [--json]
  *
- * The same walk (hwtopo.c) and the same formula (sizing.c) as the library; the PCPMALLOC_
- * variables that change the sizing (BATCH, HIGH_MIN, HIGH_MAX, CACHE_SLICE, HIGH_POLICY,
- * FREE_HIGH_BATCH, SLICE_FACTOR) are honoured as the library does.
+ * The same walks (hwtopo.c; with --library, machine.c: sysfs, CPUID or the provisional
+ * sizes, as the library's lazy discovery) and the same formula (sizing.c) as the library; the
+ * PCPMALLOC_ variables that change the sizing (BATCH, HIGH_MIN, HIGH_MAX, CACHE_SLICE,
+ * HIGH_POLICY, FREE_HIGH_BATCH, SLICE_FACTOR) and those of lazy discovery (SYSFS_ROOT, CPUID)
+ * are honoured as the library does.  Every run also says which source the library's lazy
+ * discovery would use here, and why not the ones before it.
  */
 #define _GNU_SOURCE
 #include "hwtopo.h"
+#include "machine.h"
 #include "sizing.h"
 #include "topology.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 static int env_int(const char *name, int deflt)
@@ -36,9 +41,11 @@ static int env_int(const char *name, int deflt)
 static void usage(const char *argv0, int status)
 {
 	fprintf(status ? stderr : stdout,
-		"usage: %s [--xml FILE | --synthetic DESC] [--json]\n"
+		"usage: %s [--xml FILE | --synthetic DESC | --library] [--json]\n"
 		"Prints, per CPU of this machine (or of the described one), its caches and the pcp\n"
-		"sizes pcpmalloc derives from them; PCPMALLOC_CACHE_SLICE, _BATCH, _HIGH_MIN,\n"
+		"sizes pcpmalloc derives from them, read with hwloc, or with --library as the\n"
+		"library's lazy discovery reads them (sysfs, else CPUID, else the provisional sizes;\n"
+		"PCPMALLOC_SYSFS_ROOT and PCPMALLOC_CPUID apply); PCPMALLOC_CACHE_SLICE, _BATCH, _HIGH_MIN,\n"
 		"_HIGH_MAX, _FREE_HIGH_BATCH, _SLICE_FACTOR and _HIGH_POLICY apply as in the library\n"
 		"(the slice column stays the machine's, as in the library's JSON statistics; an\n"
 		"override changes the sizes computed from it).\n",
@@ -49,7 +56,7 @@ static void usage(const char *argv0, int status)
 int main(int argc, char **argv)
 {
 	const char *xml = NULL, *synth = NULL;
-	int json = 0;
+	int json = 0, library = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--xml") == 0 && i + 1 < argc)
 			xml = argv[++i];
@@ -57,6 +64,8 @@ int main(int argc, char **argv)
 			synth = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0)
 			json = 1;
+		else if (strcmp(argv[i], "--library") == 0)
+			library = 1;
 		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
 			usage(argv[0], 0);
 		else
@@ -78,13 +87,34 @@ int main(int argc, char **argv)
 	n *= 2; /* os_index may have holes */
 	struct pcpm_cpu_cache *cpus = calloc((size_t)n, sizeof(*cpus));
 	char *seen = calloc((size_t)n, 1);
-	for (int i = 0; i < n; i++)
-		cpus[i].llc_bytes = (size_t)-1; /* marks "no PU here" */
+	/* What the library's lazy discovery reads on this machine (and with --library, shows). */
+	struct pcpm_cpu_cache *lib = calloc((size_t)n, sizeof(*lib));
+	struct pcpm_machine_scratch *scratch = calloc(1, sizeof(*scratch));
+	cpu_set_t set;
+	int online = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)conf;
+	for (int i = 0; i < n; i++) {
+		pcpm_provisional_cache(&lib[i], online);
+		lib[i].llc_bytes = (size_t)-1; /* marks "no CPU here" */
+	}
+	const char *cpuid_env = getenv("PCPMALLOC_CPUID");
+	struct pcpm_machine_src src = { getenv("PCPMALLOC_SYSFS_ROOT"),
+					!cpuid_env || strcmp(cpuid_env, "0") != 0, NULL };
+	int lib_src = pcpm_machine_walk(lib, n, online, &src, scratch);
+	const char *lib_why = scratch->why;
 	const char *why = NULL;
-	int npu = pcpm_hwloc_walk(&f, xml, xml ? NULL : synth, cpus, n, &why);
-	if (npu < 0) {
-		fprintf(stderr, "pcpmalloc-topology: %s\n", why);
-		return 1;
+	if (library) {
+		if (lib_src == TOPO_PROVISIONAL) /* the provisional sizes, for the CPUs it may use */
+			for (int i = 0; i < n; i++)
+				if (CPU_ISSET(i, &set))
+					pcpm_provisional_cache(&lib[i], online);
+		memcpy(cpus, lib, (size_t)n * sizeof(*cpus));
+	} else {
+		for (int i = 0; i < n; i++)
+			cpus[i].llc_bytes = (size_t)-1;
+		if (pcpm_hwloc_walk(&f, xml, xml ? NULL : synth, cpus, n, &why) < 0) {
+			fprintf(stderr, "pcpmalloc-topology: %s\n", why);
+			return 1;
+		}
 	}
 	for (int i = 0; i < n; i++)
 		seen[i] = cpus[i].llc_bytes != (size_t)-1;
@@ -147,8 +177,14 @@ int main(int argc, char **argv)
 	}
 	if (json) {
 		printf("\n], \"summary\": {\"cpus\": %d, \"cores\": %d, \"packages\": %d, \"nodes\": %d, "
-		       "\"high_max_min\": %ld, \"high_max_max\": %ld, \"free_high_batch_cpus\": %d}}\n",
-		       shown, cores, packages, nodes, hmax_lo, hmax_hi, fhb);
+		       "\"high_max_min\": %ld, \"high_max_max\": %ld, \"free_high_batch_cpus\": %d, "
+		       "\"source\": \"%s\", \"library_source\": \"%s\", \"library_why\": \"",
+		       shown, cores, packages, nodes, hmax_lo, hmax_hi, fhb,
+		       library ? pcpm_topology_source_name(lib_src) : "hwloc",
+		       pcpm_topology_source_name(lib_src));
+		for (const char *w = lib_why; *w; w++)
+			printf("%s%c", *w == '"' || *w == '\\' ? "\\" : "", *w);
+		printf("\"}}\n");
 	} else {
 		printf("%d CPU%s, %d core%s, %d package%s, %d NUMA node%s; high_max %ld..%ld pages "
 		       "(%.1f..%.1f MiB); free_high_batch on %d of %d CPUs; policy %s\n",
@@ -156,8 +192,14 @@ int main(int argc, char **argv)
 		       packages == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s", hmax_lo, hmax_hi,
 		       hmax_lo * 4096.0 / 1048576,
 		       hmax_hi * 4096.0 / 1048576, fhb, shown, policy ? "heap" : "cache");
+		printf("read with %s; the library's lazy discovery reads %s here%s%s%s\n",
+		       library ? pcpm_topology_source_name(lib_src) : "hwloc",
+		       pcpm_topology_source_name(lib_src), lib_why[0] ? " (" : "", lib_why,
+		       lib_why[0] ? ")" : "");
 	}
 	free(cpus);
 	free(seen);
+	free(lib);
+	free(scratch);
 	return 0;
 }

@@ -1,20 +1,20 @@
 /*
- * sysfs.c - this machine's caches and NUMA nodes read from sysfs with plain system calls
- * (open, read, close): the kernel's own cacheinfo (/sys/devices/system/cpu/cpuN/cache/
- * indexK: level, type, size, shared_cpu_list) and node lists (/sys/devices/system/node/
- * possible, nodeM/cpulist).  No thread, no library, no allocation: it may run on the
- * allocating thread, in the malloc slow path (no allocator lock held).  hwloc stays the
- * source for described machines (XML, synthetic) and the pcpmalloc-topology tool, and its
- * walk gives the same figures for this machine (check_topology.py compares them).
- * A leaf: calls libc only.
+ * sysfs.c - this machine's caches and NUMA nodes read from sysfs with raw system calls
+ * (sysread.h: openat, read, close; no cancellation point): the kernel's own cacheinfo
+ * (/sys/devices/system/cpu/cpuN/cache/indexK: level, type, size, shared_cpu_list) and node
+ * lists (/sys/devices/system/node/possible, nodeM/cpulist).  Every path starts at a root,
+ * /sys or PCPMALLOC_SYSFS_ROOT (a test's own folder).  No thread, no library, no allocation,
+ * and the paths and file contents live in the caller's buffers (struct pcpm_sysfs_buf), not
+ * on the stack: it may run on the allocating thread, in the malloc slow path (no allocator
+ * lock held), on a PTHREAD_STACK_MIN thread.  hwloc stays the source for described machines
+ * (XML, synthetic) and the pcpmalloc-topology tool, and its walk gives the same figures for
+ * this machine (check_topology.py compares them).  A leaf: calls libc's syscall() only.
  */
 #define _GNU_SOURCE
 #include "topology.h"
+#include "sysread.h"
 
-#include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_CACHE_INDEX 16
 #define MAX_NODES 1024
@@ -22,11 +22,11 @@
 /* The file's first line into buf (NUL-terminated, newline dropped); false when unreadable. */
 static bool read_line(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = pcpm_sysread_open(path);
 	if (fd < 0)
 		return false;
-	ssize_t n = read(fd, buf, len - 1);
-	close(fd);
+	long n = pcpm_sysread_read(fd, buf, len - 1);
+	pcpm_sysread_close(fd);
 	if (n <= 0)
 		return false;
 	buf[n] = '\0';
@@ -80,28 +80,46 @@ static int cpulist_count(const char *s, int cpu, bool *has)
 	return n;
 }
 
-/* One CPU's caches: L2 (level 2, data or unified) and the last level; false without any. */
-static bool cpu_caches(int cpu, struct pcpm_cpu_cache *c)
+/* ROOT/devices/system/cpu/cpuN/cache/indexK/FILE, or ROOT/devices/system/cpu/cpuN/FILE
+ * when k < 0, into io->path. */
+static const char *cpu_path(struct pcpm_sysfs_buf *io, const char *root, int cpu, int k,
+			    const char *file)
 {
-	char path[128], buf[256], type[32];
+	struct pcpm_path p;
+	pcpm_path_start(&p, io->path, sizeof(io->path));
+	pcpm_path_str(&p, root);
+	pcpm_path_str(&p, "/devices/system/cpu/cpu");
+	pcpm_path_num(&p, cpu);
+	if (k >= 0) {
+		pcpm_path_str(&p, "/cache/index");
+		pcpm_path_num(&p, k);
+	}
+	pcpm_path_str(&p, "/");
+	pcpm_path_str(&p, file);
+	return io->path;
+}
+
+/* One CPU's caches: L2 (level 2, data or unified) and the last level; false without any. */
+static bool cpu_caches(struct pcpm_sysfs_buf *io, const char *root, int cpu,
+		       struct pcpm_cpu_cache *c)
+{
+	char *buf = io->line;
+	const size_t len = sizeof(io->line);
 	bool any = false;
 	for (int k = 0; k < MAX_CACHE_INDEX; k++) {
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/level",
-			 cpu, k);
-		if (!read_line(path, buf, sizeof(buf)))
+		if (!read_line(cpu_path(io, root, cpu, k, "level"), buf, len))
 			break;
 		const char *lp = buf;
 		int level = (int)parse_num(&lp);
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/type", cpu,
-			 k);
-		if (!read_line(path, type, sizeof(type)) || !strcmp(type, "Instruction"))
+		if (!read_line(cpu_path(io, root, cpu, k, "type"), buf, len) ||
+		    !strcmp(buf, "Instruction"))
 			continue;
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/size", cpu,
-			 k);
-		size_t size = read_line(path, buf, sizeof(buf)) ? parse_size(buf) : 0;
-		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu%d/cache/index%d/shared_cpu_list", cpu, k);
-		int shared = read_line(path, buf, sizeof(buf)) ? cpulist_count(buf, cpu, NULL) : 1;
+		size_t size = 0;
+		if (read_line(cpu_path(io, root, cpu, k, "size"), buf, len))
+			size = parse_size(buf);
+		int shared = read_line(cpu_path(io, root, cpu, k, "shared_cpu_list"), buf, len)
+				     ? cpulist_count(buf, cpu, NULL)
+				     : 1;
 		if (!size)
 			continue;
 		if (level == 2) {
@@ -118,47 +136,50 @@ static bool cpu_caches(int cpu, struct pcpm_cpu_cache *c)
 	return any;
 }
 
-static int read_int(const char *path, int dflt)
+static int read_int(struct pcpm_sysfs_buf *io, const char *path, int dflt)
 {
-	char buf[64];
-	const char *s = buf;
-	if (!read_line(path, buf, sizeof(buf)) || *s < '0' || *s > '9')
+	const char *s = io->line;
+	if (!read_line(path, io->line, sizeof(io->line)) || *s < '0' || *s > '9')
 		return dflt;
 	return (int)parse_num(&s);
 }
 
-int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
+int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char *root,
+		    struct pcpm_sysfs_buf *io)
 {
-	char path[128], buf[4096];
 	int found = 0;
 	for (int cpu = 0; cpu < ncpus; cpu++) {
 		struct pcpm_cpu_cache c = cpus[cpu];
 		c.l2_bytes = 0;
 		c.l2_shared = 1;
 		c.llc_level = 0;
-		if (!cpu_caches(cpu, &c))
+		if (!cpu_caches(io, root, cpu, &c))
 			continue; /* absent or offline: its slot keeps the provisional sizes */
 		if (!c.l2_bytes) { /* no L2 level: the LLC stands for it */
 			c.l2_bytes = c.llc_bytes;
 			c.l2_shared = c.llc_shared;
 		}
-		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
-		c.package = read_int(path, -1);
-		snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
-		c.core = read_int(path, -1);
+		c.package =
+			read_int(io, cpu_path(io, root, cpu, -1, "topology/physical_package_id"), -1);
+		c.core = read_int(io, cpu_path(io, root, cpu, -1, "topology/core_id"), -1);
 		pcpm_cpu_cache_derive(&c);
 		cpus[cpu] = c;
 		found++;
 	}
-	if (!found) {
-		*why = "no cache information in /sys/devices/system/cpu";
-		return -1;
-	}
+	return found;
+}
+
+int pcpm_sysfs_nodes(struct pcpm_cpu_cache *cpus, int ncpus, const char *root,
+		     struct pcpm_sysfs_buf *io)
+{
+	struct pcpm_path p;
 	/* NUMA nodes with CPUs, numbered in order (the logical index), with the kernel's id */
-	if (!read_line("/sys/devices/system/node/possible", buf, sizeof(buf)))
-		return found; /* no NUMA support: the provisional single node stays */
-	const char *s = buf;
+	pcpm_path_start(&p, io->path, sizeof(io->path));
+	pcpm_path_str(&p, root);
+	pcpm_path_str(&p, "/devices/system/node/possible");
+	if (!read_line(io->path, io->list, sizeof(io->list)))
+		return 0; /* no NUMA support */
+	const char *s = io->list; /* "possible": io->line takes each node's cpulist */
 	int logical = 0;
 	while (*s >= '0' && *s <= '9') {
 		long lo = parse_num(&s), hi = lo;
@@ -167,9 +188,13 @@ int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
 			hi = parse_num(&s);
 		}
 		for (long m = lo; m <= hi && m < MAX_NODES; m++) {
-			char list[4096];
-			snprintf(path, sizeof(path), "/sys/devices/system/node/node%ld/cpulist", m);
-			if (!read_line(path, list, sizeof(list)))
+			char *list = io->line;
+			pcpm_path_start(&p, io->path, sizeof(io->path));
+			pcpm_path_str(&p, root);
+			pcpm_path_str(&p, "/devices/system/node/node");
+			pcpm_path_num(&p, m);
+			pcpm_path_str(&p, "/cpulist");
+			if (!read_line(io->path, list, sizeof(io->line)))
 				continue;
 			int n = cpulist_count(list, -1, NULL);
 			if (!n)
@@ -189,5 +214,5 @@ int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why)
 			break;
 		s++;
 	}
-	return found;
+	return logical;
 }

@@ -1,14 +1,15 @@
 /*
- * topology.c - provisional cache sizes from sysconf, then lazy hwloc discovery (see
- * topology.h).  glibc answers the _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without
- * allocating; hwloc is dlopen'ed only when discovery runs, so a short-lived process never
- * maps it.
+ * topology.c - provisional cache sizes from sysconf, then lazy discovery of this machine
+ * (sysfs, else CPUID: machine.c) or hwloc for a described one (see topology.h).  glibc
+ * answers the _SC_LEVEL*_CACHE_SIZE queries from its cpuid data without allocating; hwloc is
+ * dlopen'ed only when a described machine or PCPMALLOC_TOPOLOGY=now asks for it.
  */
 #define _GNU_SOURCE
 #include "topology.h"
 #include "arena.h"
 #include "config.h"
 #include "hwtopo.h"
+#include "machine.h"
 #include "os.h"
 
 #include <dlfcn.h>
@@ -17,11 +18,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int pcpm_nr_cpus = 1;
 int pcpm_nr_online = 1;
 int pcpm_topology_state PCPM_HOT;
+char pcpm_topology_why[192];
 int pcpm_topology_due PCPM_HOT;
 _Atomic unsigned pcpm_topology_gen PCPM_HOT;
 static struct pcpm_cpu_cache provisional PCPM_HOT;
@@ -74,7 +77,12 @@ void pcpm_topology_init(void)
 	 */
 	cpu_set_t set;
 	int top = -1;
-	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+	/* the system call, not libc's sched_getaffinity: this runs under the init lock, and a
+	 * program's wrapper of that function (one that looks its target up with dlsym) would
+	 * wait there for the loader's lock, which a thread waiting for the init lock may hold
+	 * (issue 26); the kernel writes its mask size in bytes and leaves the rest zero */
+	CPU_ZERO(&set);
+	if (syscall(SYS_sched_getaffinity, 0, sizeof(set), &set) > 0 && CPU_COUNT(&set) > 0) {
 		pcpm_nr_online = CPU_COUNT(&set);
 		const int bits = (int)(8 * sizeof(set.__bits[0]));
 		for (int w = (int)(sizeof(set.__bits) / sizeof(set.__bits[0])) - 1; w >= 0 && top < 0; w--)
@@ -91,25 +99,19 @@ void pcpm_topology_init(void)
 	int fake = pcpm_fake_cpu_count(pcpm_cfg.topology_xml, pcpm_cfg.topology_synthetic);
 	if (fake > pcpm_nr_cpus)
 		pcpm_nr_cpus = fake;
-	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-	provisional.package = provisional.core = provisional.node = provisional.node_os = -1;
-	provisional.l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
-	provisional.l2_shared = 1;
-	/* Without L3 the L2 is the last level (and is private). */
-	provisional.llc_bytes = l3 > 0 ? (size_t)l3 : provisional.l2_bytes;
-	provisional.llc_level = l3 > 0 ? 3 : 2;
-	/* sysconf cannot tell who shares the LLC: assume every online CPU (one package). */
-	provisional.llc_shared = l3 > 0 ? pcpm_nr_online : 1;
-	provisional.node_cpus = pcpm_nr_online;
-	pcpm_cpu_cache_derive(&provisional);
+	pcpm_provisional_cache(&provisional, pcpm_nr_online);
 	cpus = pcpm_meta_alloc((size_t)pcpm_nr_cpus * sizeof(*cpus));
 	if (cpus)
 		for (int i = 0; i < pcpm_nr_cpus; i++)
 			cpus[i] = provisional;
 	start_ms = pcpm_now_ms();
-	if (pcpm_cfg.topology == TOPOLOGY_OFF)
+	if (pcpm_cfg.topology == TOPOLOGY_OFF) {
 		atomic_store(&claimed, 1);
+		strcpy(pcpm_topology_why, "PCPMALLOC_TOPOLOGY=off");
+	} else if (pcpm_cfg.topology == TOPOLOGY_LAZY) {
+		strcpy(pcpm_topology_why, "not discovered yet (lazy: after 64 pcp refills, 50 ms "
+					  "and a 16 MiB heap)");
+	}
 	else if (pcpm_cfg.topology == TOPOLOGY_NOW)
 		__atomic_store_n(&pcpm_topology_due, 1, __ATOMIC_RELAXED);
 }
@@ -137,7 +139,9 @@ void pcpm_topology_tick(size_t heap_pages)
 
 static void failed(const char *why, const char *detail)
 {
-	pcpm_topology_state = -1;
+	pcpm_topology_state = TOPO_FAILED;
+	pcpm_topology_why[0] = '\0';
+	strncat(pcpm_topology_why, why, sizeof(pcpm_topology_why) - 1);
 	/* a machine described by PCPMALLOC_TOPOLOGY_XML/_SYNTHETIC was asked for: say so */
 	if (pcpm_cfg.verbose || pcpm_cfg.topology_xml || pcpm_cfg.topology_synthetic)
 		pcpm_warn("topology: %s%s%s; keeping the provisional pcp sizes", why,
@@ -205,7 +209,8 @@ static void discover_with(void *h, uint64_t t0)
 	}
 	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
 	pcpm_os_unmap(tmp, len);
-	pcpm_topology_state = 1;
+	pcpm_topology_state = TOPO_HWLOC;
+	pcpm_topology_why[0] = '\0';
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
 		pcpm_warn("topology: hwloc found %d CPUs in %llu us (dlopen included); cpu 0: L2 %zu KiB / %d, LLC %zu "
@@ -217,33 +222,45 @@ static void discover_with(void *h, uint64_t t0)
 	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
 
-/* Lazy discovery of this machine: sysfs, in the calling thread (see sysfs.c). */
-static void discover_sysfs(void)
+/*
+ * Lazy discovery of this machine, in the calling thread: sysfs cacheinfo, else CPUID, else
+ * the provisional sizes stay, with the reason (machine.c).  The entries are built in a
+ * private mapping (with the walk's scratch after them) and copied in whole.
+ */
+static void discover_machine(void)
 {
 	uint64_t t0 = pcpm_now_ns();
-	size_t len = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), PAGE_SIZE);
+	size_t bytes = ALIGN_UP((size_t)pcpm_nr_cpus * sizeof(*cpus), 64);
+	size_t len = ALIGN_UP(bytes + sizeof(struct pcpm_machine_scratch), PAGE_SIZE);
 	struct pcpm_cpu_cache *tmp = cpus ? pcpm_os_map(len, PAGE_SIZE) : NULL;
 	if (!tmp) {
-		failed("out of memory", NULL);
+		strcpy(pcpm_topology_why, "out of memory for discovery");
 		return;
 	}
+	struct pcpm_machine_scratch *scratch = (void *)((char *)tmp + bytes);
 	memcpy(tmp, cpus, (size_t)pcpm_nr_cpus * sizeof(*cpus));
-	const char *why = NULL;
-	int n = pcpm_sysfs_walk(tmp, pcpm_nr_cpus, &why);
-	if (n < 0) {
-		failed(why, NULL);
-		pcpm_os_unmap(tmp, len);
+	const struct pcpm_machine_src src = { pcpm_cfg.sysfs_root, pcpm_cfg.cpuid != 0, NULL };
+	int state = pcpm_machine_walk(tmp, pcpm_nr_cpus, pcpm_nr_online, &src, scratch);
+	_Static_assert(sizeof(scratch->why) == sizeof(pcpm_topology_why), "one reason size");
+	memcpy(pcpm_topology_why, scratch->why, sizeof(pcpm_topology_why));
+	if (state != TOPO_PROVISIONAL)
+		memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
+	pcpm_os_unmap(tmp, len);
+	if (state == TOPO_PROVISIONAL) {
+		if (pcpm_cfg.verbose)
+			pcpm_warn("topology: keeping the provisional pcp sizes (%s)", pcpm_topology_why);
 		return;
 	}
-	memcpy(cpus, tmp, (size_t)pcpm_nr_cpus * sizeof(*cpus));
-	pcpm_os_unmap(tmp, len);
-	pcpm_topology_state = 2;
+	pcpm_topology_state = state;
 	if (pcpm_cfg.verbose) {
 		const struct pcpm_cpu_cache *c = &cpus[0];
-		pcpm_warn("topology: sysfs gave %d CPUs in %llu us; cpu 0: L2 %zu KiB / %d, LLC %zu "
-			  "KiB / %d (slice %zu KiB)",
-			  n, (unsigned long long)((pcpm_now_ns() - t0) / 1000), c->l2_bytes >> 10,
-			  c->l2_shared, c->llc_bytes >> 10, c->llc_shared, c->slice_bytes >> 10);
+		const char *why = pcpm_topology_why;
+		pcpm_warn("topology: %s in %llu us%s%s%s; cpu 0: L2 %zu KiB / %d, LLC %zu KiB / %d "
+			  "(slice %zu KiB)",
+			  pcpm_topology_source_name(state),
+			  (unsigned long long)((pcpm_now_ns() - t0) / 1000), why[0] ? " (" : "", why,
+			  why[0] ? ")" : "", c->l2_bytes >> 10, c->l2_shared, c->llc_bytes >> 10,
+			  c->llc_shared, c->slice_bytes >> 10);
 	}
 	atomic_fetch_add_explicit(&pcpm_topology_gen, 1, memory_order_release);
 }
@@ -267,10 +284,10 @@ void pcpm_topology_discover(void)
 	__atomic_store_n(&pcpm_topology_due, 0, __ATOMIC_RELAXED);
 	int e = errno;
 	/* PCPMALLOC_TOPOLOGY=now (tests, measurements) or a described machine: hwloc, right
-	 * here; this machine, lazily: sysfs, right here too (no thread either way) */
+	 * here; this machine, lazily: sysfs or CPUID, right here too (no thread either way) */
 	if (hwloc)
 		discover();
 	else
-		discover_sysfs();
+		discover_machine();
 	errno = e;
 }

@@ -5,7 +5,9 @@
  * Two sources.  At start, provisional values from sysconf(_SC_LEVEL2_CACHE_SIZE /
  * _SC_LEVEL3_CACHE_SIZE) and the CPU count: cheap enough for any process.  Later, once the
  * process has done enough allocator work (PCPMALLOC_TOPOLOGY=lazy), the kernel's cacheinfo in
- * sysfs replaces them (pcpm_topology_maybe_discover, from the malloc slow path, with no
+ * sysfs replaces them, or CPUID where the kernel exports none (machine.c; when neither
+ * answers they stay, with the reason in pcpm_topology_why)
+ * (pcpm_topology_maybe_discover, from the malloc slow path, with no
  * allocator lock held; plain system calls, so no thread and no library: an allocator must
  * start no thread the program did not ask for, and a dlopen inside the caller's malloc could
  * deadlock on the caller's own locks).  hwloc (dlopen'ed) reads described machines.  Topology only produces sizes:
@@ -38,9 +40,24 @@ struct pcpm_cpu_cache {
  * when the mask cannot be read) and the CPUs this process may run on. */
 extern int pcpm_nr_cpus;
 extern int pcpm_nr_online;
-/* 0 provisional, 1 discovered with hwloc (a described machine, PCPMALLOC_TOPOLOGY=now),
- * 2 read from sysfs (lazy discovery), -1 discovery failed. */
+/* Where the sizes in force come from (pcpm_topology_state). */
+enum {
+	TOPO_FAILED = -1,     /* hwloc could not read the described machine: provisional sizes */
+	TOPO_PROVISIONAL = 0, /* sysconf at start; lazy discovery not run or found nothing */
+	TOPO_HWLOC = 1,	      /* a described machine, or PCPMALLOC_TOPOLOGY=now */
+	TOPO_SYSFS = 2,	      /* lazy discovery: the kernel's cacheinfo */
+	TOPO_CPUID = 3,	      /* lazy discovery: CPUID, sysfs having no cacheinfo */
+};
 extern int pcpm_topology_state;
+/* Why the sources before the one in force gave nothing ("" when there is nothing to say);
+ * written once by discovery before the state changes. */
+extern char pcpm_topology_why[192];
+
+/* "provisional", "hwloc", "sysfs", "cpuid" or "failed" for a TOPO_* state. */
+const char *pcpm_topology_source_name(int state);
+
+/* The start-up sizes of every CPU (sysconf's L2 and L3, the L3 shared by nr_online CPUs). */
+void pcpm_provisional_cache(struct pcpm_cpu_cache *c, int nr_online);
 /* Raised (release) each time new sizes are published; the pcp layer compares it with the
  * generation it last pulled. */
 extern _Atomic unsigned pcpm_topology_gen;
@@ -79,10 +96,24 @@ struct pcpm_hwloc_fns;
 int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const char *src_synthetic,
 		    struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
 
-/* This machine from sysfs (sysfs.c: cacheinfo and node lists, plain system calls, no
- * allocation): fills cpus[0..ncpus) that it finds (the others keep their entries), returns
- * how many, or -1 with *why set. */
-int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
+/* The buffers of a sysfs or /proc walk, the caller's (a mapping in the library: a
+ * discovery on a PTHREAD_STACK_MIN thread must not put them on its stack). */
+struct pcpm_sysfs_buf {
+	char path[512];	 /* a root of up to ~400 characters, then the path below it */
+	char line[4096]; /* a file's contents (cpu lists can be long) */
+	char list[4096]; /* a list read while line takes each of its entries */
+};
+
+/* This machine's caches from sysfs cacheinfo under root ("/sys" or a test's folder;
+ * sysfs.c: raw system calls, no cancellation point, no allocation, io for every buffer):
+ * fills the cpus[0..ncpus) it finds (the others keep their entries) and returns how many
+ * (0: no cacheinfo).  Thread-safe (writes only its arguments). */
+int pcpm_sysfs_walk(struct pcpm_cpu_cache *cpus, int ncpus, const char *root,
+		    struct pcpm_sysfs_buf *io);
+/* The NUMA nodes of root's node lists into cpus[] (node, node_os, node_cpus): how many nodes
+ * with CPUs, 0 when there are no lists (entries unchanged). */
+int pcpm_sysfs_nodes(struct pcpm_cpu_cache *cpus, int ncpus, const char *root,
+		     struct pcpm_sysfs_buf *io);
 
 /* CPUs of a fake machine without loading hwloc: product of a synthetic description's
  * arities, or the PU objects of an XML file; 0 when unknown. */

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int init_shim_calls;
@@ -35,11 +36,28 @@ static void *tool_prologue(const char *name)
 	return real;
 }
 
+/* calls of the sched_getaffinity wrapper: pcpmalloc makes the system call itself (issue 26:
+ * under its init lock a wrapper's dlsym waited for the loader's lock), so none come from it */
+int init_shim_affinity_calls;
+
 int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set)
 {
+	__atomic_fetch_add(&init_shim_affinity_calls, 1, __ATOMIC_RELAXED);
 	int (*real)(pid_t, size_t, cpu_set_t *) =
 		(int (*)(pid_t, size_t, cpu_set_t *))tool_prologue("sched_getaffinity");
 	return real(pid, size, set);
+}
+
+/* ... nor of its clock_gettime wrapper: pcpmalloc reads the clock through the vDSO (its lock
+ * waits read it, and one waiting for the init lock must not wait in dlsym) */
+int init_shim_clock_calls;
+
+int clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	__atomic_fetch_add(&init_shim_clock_calls, 1, __ATOMIC_RELAXED);
+	int (*real)(clockid_t, struct timespec *) =
+		(int (*)(clockid_t, struct timespec *))tool_prologue("clock_gettime");
+	return real(clock, ts);
 }
 
 long sysconf(int name)

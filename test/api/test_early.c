@@ -227,6 +227,8 @@ static const struct {
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
+static const char *self_path; /* argv[0] */
+
 /* Runs case i in a new process; returns 0 when it behaved. */
 static int run_case(size_t i)
 {
@@ -252,6 +254,7 @@ static int run_case(size_t i)
 			env[k++] = (char *)cases[i].env;
 		char *argv[] = {"test_early", "case", (char *)cases[i].name, NULL};
 		execve("/proc/self/exe", argv, env);
+		execve(self_path, argv, env); /* no /proc (test/hide.sh proc): the path run */
 		_exit(127);
 	}
 	close(fd[1]);
@@ -290,6 +293,7 @@ static int run_case(size_t i)
 
 int main(int argc, char **argv)
 {
+	self_path = argv[0];
 	if (argc == 3 && strcmp(argv[1], "case") == 0) {
 		for (size_t i = 0; i < NCASES; i++)
 			if (strcmp(argv[2], cases[i].name) == 0) {

@@ -35,6 +35,13 @@ static int child_main(void)
 	CHECKF(calls && *calls > 0, "the shim's wrappers were not called");
 	int *failed = (int *)dlsym(RTLD_DEFAULT, "init_shim_failed");
 	CHECKF(failed && *failed == 0, "%d of the wrappers' mallocs returned NULL", *failed);
+	int *affinity = (int *)dlsym(RTLD_DEFAULT, "init_shim_affinity_calls");
+	CHECKF(affinity && *affinity == 0,
+	       "the allocator called the program's sched_getaffinity %d times (not the system call)",
+	       affinity ? *affinity : -1);
+	int *clock = (int *)dlsym(RTLD_DEFAULT, "init_shim_clock_calls");
+	CHECKF(clock && *clock == 0, "the allocator called the program's clock_gettime %d times",
+	       clock ? *clock : -1);
 	printf("test_init_reentry: %d wrapped calls served\n", *calls);
 	return 0;
 }

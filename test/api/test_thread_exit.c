@@ -311,10 +311,19 @@ int main(int argc, char **argv)
 	       "end %lld MiB; pcpmalloc mapped_bytes %lld -> %lld MiB\n",
 	       nthreads, tu_now() - t0, mib(base), warm, mib(peak), mib(end), mib(mapped0),
 	       mib(mapped1));
-	CHECK(base > 0 && end > 0);
-	CHECKF(end <= 2 * base + (long long)(16 * TU_MIB),
-	       "RSS grew from %lld MiB after %d threads to %lld MiB after %d", mib(base), warm,
-	       mib(end), nthreads);
+	if (base < 0 && end < 0 && mapped0 > 0) {
+		/* no /proc (a container without procfs, test/hide.sh proc): the allocator's own
+		 * mapped bytes stand in for the RSS */
+		printf("part 1: RSS unreadable (no /proc/self/statm): bounding mapped_bytes instead\n");
+		CHECKF(mapped1 <= 2 * mapped0 + (long long)(16 * TU_MIB),
+		       "mapped_bytes grew from %lld MiB after %d threads to %lld MiB after %d",
+		       mib(mapped0), warm, mib(mapped1), nthreads);
+	} else {
+		CHECK(base > 0 && end > 0);
+		CHECKF(end <= 2 * base + (long long)(16 * TU_MIB),
+		       "RSS grew from %lld MiB after %d threads to %lld MiB after %d", mib(base),
+		       warm, mib(end), nthreads);
+	}
 
 	/* Part 2 and 3. */
 	CHECK(pthread_key_create(&key, key_dtor) == 0);

@@ -10,8 +10,15 @@ description, lazy discovery (a busy process reads this machine from sysfs, with 
 sizes, a short one does not), and lazy discovery started by a malloc whose caller holds a lock
 that a library constructor, running inside another thread's dlopen, waits for (it must not
 deadlock: sysfs needs no dlopen, and no thread is started).
+
+Nothing here assumes this machine: lazy discovery must report the source this machine has
+(sysfs where the kernel exports cacheinfo, else cpuid on x86, else provisional), with the L2,
+L3 and slice of every CPU that lstopo-no-graphics gives; and each source is exercised on
+purpose (PCPMALLOC_SYSFS_ROOT at a folder written here, at an empty folder, PCPMALLOC_CPUID=0).
+The suite runs this script once more with the cacheinfo hidden (test/hide.sh cacheinfo).
 """
-import json, os, subprocess, sys, tempfile
+import glob, json, os, platform, shutil, subprocess, sys, tempfile
+import xml.etree.ElementTree as ET
 
 tool, lib, work, srcdir, ctor_lock = sys.argv[1:6]
 FIELDS = ("package", "core", "node", "l2_bytes", "llc_bytes", "slice_bytes", "batch",
@@ -81,6 +88,65 @@ def case(name, src, ncpus, expect, env_extra=None):
 
 
 MiB = 1 << 20
+X86 = platform.machine() in ("x86_64", "i386", "i486", "i586", "i686", "amd64")
+# The source lazy discovery must find here: what this machine really has.
+HAS_CACHEINFO = bool(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/size"))
+MACHINE_SOURCE = "sysfs" if HAS_CACHEINFO else "cpuid" if X86 else "provisional"
+print("this machine: sysfs cacheinfo %s, %s: lazy discovery should read %s" %
+      ("present" if HAS_CACHEINFO else "absent", platform.machine(), MACHINE_SOURCE))
+
+
+def weight(cpuset):
+    return sum(bin(int(w, 16)).count("1") for w in cpuset.split(","))
+
+
+def lstopo(env_extra=None):
+    """Per PU os_index: L2 bytes and PUs sharing it, LLC bytes and PUs sharing it, slice, as
+    lstopo-no-graphics (hwloc's own tool, not our walk) gives them; None without lstopo."""
+    exe = shutil.which("lstopo-no-graphics") or shutil.which("lstopo")
+    if not exe:
+        return None
+    env = dict(os.environ, **(env_extra or {}))
+    env.pop("LD_PRELOAD", None)
+    root = ET.fromstring(subprocess.run([exe, "--of", "xml", "-"], env=env, check=True,
+                                        capture_output=True, text=True).stdout)
+    pus = {}
+
+    def walk(o, caches):
+        t = o.get("type", "")
+        if t.endswith("Cache") and o.get("cache_type") != "2":  # 2: instruction
+            caches = caches + [(int(o.get("depth")), int(o.get("cache_size")), weight(o.get("cpuset")))]
+        if t == "PU":
+            l2 = [c for c in caches if c[0] == 2]
+            llc = max((c for c in caches if c[0] >= 2), default=None)
+            if llc:
+                l2 = l2[0] if l2 else llc
+                pus[int(o.get("os_index"))] = dict(l2_bytes=l2[1], l2_shared=l2[2],
+                                                   llc_bytes=llc[1], llc_shared=llc[2],
+                                                   slice_bytes=llc[1] // llc[2])
+        for ch in o:
+            walk(ch, caches)
+    walk(root, [])
+    return pus
+
+
+def same_as_lstopo(name, cpus, ref, need=None):
+    """The L2, L3 and slice of every CPU the library (or the tool) lists, against lstopo's."""
+    if ref is None:
+        print("skip: %s against lstopo-no-graphics (not installed: Debian's hwloc-nox)" % name)
+        return
+    if need and {c["cpu"] for c in cpus} != set(ref):
+        fail("%s: CPUs %s, lstopo %s" % (name, sorted(c["cpu"] for c in cpus), sorted(ref)))
+    for c in cpus:
+        r = ref.get(c["cpu"])
+        bad = [f for f in ("l2_bytes", "llc_bytes", "slice_bytes") if r is None or c[f] != r[f]]
+        if bad:
+            fail("%s: cpu %d: %s, lstopo %s" % (name, c["cpu"], {f: c[f] for f in bad}, r))
+            return
+    print("ok: %s: L2, L3 and slice of %d CPUs as lstopo-no-graphics" % (name, len(cpus)))
+
+
+LSTOPO = lstopo()
 
 # This machine, captured with lstopo --of xml: 2 cores, L2 1 MiB each, L3 32 MiB for both.
 # slice 32 MiB / 2 = 16 MiB = 4096 pages; + L2 256 pages = 4352.
@@ -207,23 +273,26 @@ if st and st["topology"] != "provisional":
 st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "busy")
 SIZES = ("node", "l2_bytes", "llc_bytes", "slice_bytes", "batch", "high_min", "high_max",
          "free_high_batch")
-if st and st["topology"] != "sysfs":
-    fail("lazy, busy process: topology %s (refills %s)" % (st["topology"], st.get("refills")))
+if st and st["topology"] != MACHINE_SOURCE:
+    fail("lazy, busy process: topology %s, not %s (%s; refills %s)" %
+         (st["topology"], MACHINE_SOURCE, st.get("topology_why"), st.get("refills")))
 elif st:
     got = {c["cpu"]: c for c in st["cpus"]}
     bad = [i for i, c in live.items() if i in got and any(got[i][f] != c[f] for f in SIZES)]
-    if bad:
+    if bad and MACHINE_SOURCE != "provisional":
         i = bad[0]
-        fail("lazy (sysfs): cpu %d: library %s, tool (hwloc) %s" %
-             (i, {f: got[i][f] for f in SIZES}, {f: live[i][f] for f in SIZES}))
+        fail("lazy (%s): cpu %d: library %s, tool (hwloc) %s" %
+             (MACHINE_SOURCE, i, {f: got[i][f] for f in SIZES}, {f: live[i][f] for f in SIZES}))
     else:
-        print("ok: lazy discovery (short: provisional, busy: sysfs after %d refills, the "
-              "tool's sizes)" % st["refills"])
+        print("ok: lazy discovery (short: provisional, busy: %s after %d refills, the "
+              "tool's sizes)" % (MACHINE_SOURCE, st["refills"]))
+    if MACHINE_SOURCE != "provisional":
+        same_as_lstopo("lazy discovery (%s)" % MACHINE_SOURCE, st["cpus"], LSTOPO)
 # ... and so does one whose heap is 20 KiB blocks (a paged slab class: order-5 slabs taken
 # from the zone, never through a pcp refill; the zone's allocations count too).
 st, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "lazy"}, "busy-paged")
-if st and st["topology"] != "sysfs":
-    fail("lazy, busy process of 20 KiB blocks: topology %s" % st["topology"])
+if st and st["topology"] != MACHINE_SOURCE:
+    fail("lazy, busy process of 20 KiB blocks: topology %s, not %s" % (st["topology"], MACHINE_SOURCE))
 elif st:
     print("ok: lazy discovery of a heap of 20 KiB blocks (slabs from the zone)")
 
@@ -241,12 +310,119 @@ with tempfile.TemporaryDirectory() as d:
         st = json.load(open(path)) if p.returncode == 0 else None
         if p.returncode != 0:
             fail("discovery under a held lock: exit %d: %s" % (p.returncode, p.stderr))
-        elif "holding the lock: 2" not in p.stdout or st["topology"] != "sysfs":
+        elif "holding the lock: 2" not in p.stdout or st["topology"] != MACHINE_SOURCE:
             fail("discovery under a held lock: %r, topology %s" % (p.stdout, st["topology"]))
         else:
             print("ok: lazy discovery while the caller holds a lock a constructor needs (no deadlock)")
     except subprocess.TimeoutExpired:
         fail("discovery under a held lock: deadlock (timeout)")
+
+# Each source of lazy discovery on purpose, on any machine (PCPMALLOC_SYSFS_ROOT: the folder
+# read in place of /sys).  A busy process, lazy discovery; the tool's --library reads the same.
+def lazy(env_extra):
+    st, err = run_lib(None, dict({"PCPMALLOC_TOPOLOGY": "lazy"}, **env_extra), "busy")
+    out = subprocess.run([tool, "--library", "--json"], env=dict(os.environ, **env_extra),
+                         check=True, capture_output=True, text=True).stdout
+    return st, json.loads(out)
+
+
+def same_as_tool(name, st, tl):
+    got = {c["cpu"]: c for c in st["cpus"]}
+    mine = {c["cpu"]: c for c in tl["cpus"]}
+    for i, c in got.items():
+        if i not in mine or any(mine[i][f] != c[f] for f in SIZES):
+            fail("%s: cpu %d: library %s, pcpmalloc-topology --library %s" %
+                 (name, i, {f: c[f] for f in SIZES}, mine.get(i)))
+            return False
+    if tl["summary"]["source"] != st["topology"]:
+        fail("%s: tool source %s, library %s" % (name, tl["summary"]["source"], st["topology"]))
+        return False
+    return True
+
+
+def fake_sysfs(root, ncpu, l2, l3, per_l3, size_fmt):
+    """A sysfs tree of ncpu CPUs: a private L2 of l2 KiB, an L3 of l3 KiB for each group of
+    per_l3 CPUs (package = group), one NUMA node."""
+    for i in range(ncpu):
+        base = os.path.join(root, "devices/system/cpu/cpu%d" % i)
+        g = i // per_l3 * per_l3
+        for k, (lvl, typ, kib, shared) in enumerate([(1, "Data", 48, "%d" % i),
+                                                     (1, "Instruction", 32, "%d" % i),
+                                                     (2, "Unified", l2, "%d" % i),
+                                                     (3, "Unified", l3, "%d-%d" % (g, g + per_l3 - 1))]):
+            d = os.path.join(base, "cache/index%d" % k)
+            os.makedirs(d)
+            for f, v in (("level", lvl), ("type", typ), ("size", size_fmt(kib)),
+                         ("shared_cpu_list", shared)):
+                open(os.path.join(d, f), "w").write("%s\n" % v)
+        os.makedirs(os.path.join(base, "topology"))
+        open(os.path.join(base, "topology/physical_package_id"), "w").write("%d\n" % (i // per_l3))
+        open(os.path.join(base, "topology/core_id"), "w").write("%d\n" % (i % per_l3))
+    os.makedirs(os.path.join(root, "devices/system/node/node0"))
+    open(os.path.join(root, "devices/system/node/possible"), "w").write("0\n")
+    open(os.path.join(root, "devices/system/node/node0/cpulist"), "w").write("0-%d\n" % (ncpu - 1))
+
+
+with tempfile.TemporaryDirectory() as d:
+    empty = os.path.join(d, "empty")
+    os.mkdir(empty)
+    # sysfs: a tree of the test's own.  4 CPUs per L3 of 12 MiB: slice 3 MiB = 768 pages, +
+    # L2 512 KiB = 128 pages: high_max 896, flag on (768 > 189); with an L3 of 1 MiB (sizes
+    # in "M"): slice 256 KiB = 64 pages, high_max max(192, 252) = 252, flag off.
+    for name, l3, size_fmt, hmax, fhb in (("12 MiB L3", 12288, lambda k: "%dK" % k, 896, True),
+                                          ("1 MiB L3", 1024, lambda k: "%dM" % (k >> 10) if k >= 1024 else "%dK" % k, 252, False)):
+        root = os.path.join(d, "sys-" + name.split()[0])
+        fake_sysfs(root, 64, 512, l3, 4, size_fmt)
+        st, tl = lazy({"PCPMALLOC_SYSFS_ROOT": root})
+        if not st:
+            continue
+        bad = [c for c in st["cpus"] if (c["l2_bytes"], c["llc_bytes"], c["slice_bytes"], c["high_max"],
+                                        c["free_high_batch"], c["package"], c["core"], c["node"])
+               != (512 << 10, l3 << 10, (l3 << 10) // 4, hmax, fhb, c["cpu"] // 4, c["cpu"] % 4, 0)]
+        if st["topology"] != "sysfs" or st["topology_why"] or bad:
+            fail("sysfs source, %s: topology %s (%r), cpus %s" % (name, st["topology"],
+                                                                  st["topology_why"], bad[:1]))
+        elif same_as_tool("sysfs source, " + name, st, tl):
+            print("ok: sysfs source, a folder of the test's own (%s: high_max %d, free_high_batch %s)"
+                  % (name, hmax, fhb))
+    # cpuid: sysfs without cacheinfo (an empty folder); on x86, the sizes hwloc's CPUID
+    # backend gives (HWLOC_COMPONENTS=-linux: hwloc's x86 backend alone)
+    off, _ = run_lib(None, {"PCPMALLOC_TOPOLOGY": "off"})
+    st, tl = lazy({"PCPMALLOC_SYSFS_ROOT": empty})
+    why = "sysfs: no cacheinfo under %s/devices/system/cpu" % empty
+    if st and X86:
+        if st["topology"] != "cpuid" or st["topology_why"] != why:
+            fail("cpuid source: topology %s (%r)" % (st["topology"], st["topology_why"]))
+        elif same_as_tool("cpuid source", st, tl):
+            same_as_lstopo("cpuid source (sysfs root empty)", st["cpus"],
+                           lstopo({"HWLOC_COMPONENTS": "-linux"}) if LSTOPO is not None else None)
+    elif st:
+        if st["topology"] != "provisional" or "cpuid: no CPUID" not in st["topology_why"]:
+            fail("no cpuid here: topology %s (%r)" % (st["topology"], st["topology_why"]))
+        else:
+            print("ok: no CPUID on %s: provisional (%s)" % (platform.machine(), st["topology_why"]))
+    # neither: the provisional sizes stay, with both reasons; PCPMALLOC_CACHE_SLICE still
+    # sizes them (524288: 128 pages: high_max = L2 share + 128 pages, at least 252; flag off)
+    for extra in ({}, {"PCPMALLOC_CACHE_SLICE": "524288"}):
+        label = " (CACHE_SLICE=512KiB)" if extra else ""
+        env = dict({"PCPMALLOC_SYSFS_ROOT": empty, "PCPMALLOC_CPUID": "0"}, **extra)
+        st, tl = lazy(env)
+        ref, _ = run_lib(None, dict({"PCPMALLOC_TOPOLOGY": "off"}, **extra))
+        if not st or not ref:
+            continue
+        prov = [[c[f] for f in FIELDS] for c in st["cpus"]]
+        if (st["topology"] != "provisional" or st["topology_why"] != why + "; cpuid: off (PCPMALLOC_CPUID=0)"
+                or prov != [[c[f] for f in FIELDS] for c in ref["cpus"]]):
+            fail("no source%s: topology %s (%r), sizes %s, not %s" % (
+                label, st["topology"], st["topology_why"], prov[:1], [[c[f] for f in FIELDS] for c in ref["cpus"]][:1]))
+        elif extra and any(c["free_high_batch"] or c["high_max"] != max(252, (c["l2_bytes"] >> 12) + 128
+                                                                      if c["llc_bytes"] != c["l2_bytes"] else 252)
+                           for c in st["cpus"]):
+            fail("no source, PCPMALLOC_CACHE_SLICE=524288: %s" % st["cpus"][:1])
+        elif same_as_tool("no source" + label, st, tl):
+            print("ok: no source%s: provisional sizes, reason %r" % (label, st["topology_why"]))
+    if off and off["topology_why"] != "PCPMALLOC_TOPOLOGY=off":
+        fail("PCPMALLOC_TOPOLOGY=off: reason %r" % off["topology_why"])
 
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -6,9 +6,14 @@
  * "dlopen-lock LIB": the deadlock that lazy discovery must not cause (see dlopen_lock).
  * "busy-paged" does the same with 20 KiB blocks (a paged class: slabs from the zone).
  * "busy" then waits for the discovery to finish and exits 3 when libhwloc is still mapped
- * (the library is unloaded once the sizes are known). */
+ * (the library is unloaded once the sizes are known).
+ * "cancel": lazy discovery in a thread with a deferred cancellation pending (issue 26: it
+ * must meet no cancellation point inside the allocator).  "stack": lazy discovery in a
+ * PTHREAD_STACK_MIN thread; prints the bytes of its stack that were touched. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <limits.h>
+#include <sys/mman.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -172,8 +177,155 @@ static int hwloc_left_mapped(void)
 	return found;
 }
 
+/* The process's allocator topology source ("provisional" without pcpmalloc's stats). */
+static const char *topology_source(void)
+{
+	size_t (*stats)(char *, size_t) = (size_t(*)(char *, size_t))dlsym(RTLD_DEFAULT, "pcpmalloc_stats_json");
+	static char buf[1 << 16];
+	if (!stats)
+		return "none";
+	stats(buf, sizeof buf);
+	const char *t = strstr(buf, "\"topology\": \"");
+	if (!t)
+		return "?";
+	static char src[32];
+	t += strlen("\"topology\": \"");
+	size_t n = strcspn(t, "\"");
+	snprintf(src, sizeof src, "%.*s", (int)(n < 31 ? n : 31), t);
+	return src;
+}
+
+/* Page runs through the pcps until discovery has run (refills): 16 rounds of 64 x 32 KiB,
+ * each block grown from 16 bytes by realloc (the malloc slow path under realloc). */
+static int page_runs(void)
+{
+	void *b[64];
+	for (int round = 0; round < 16; round++) {
+		for (int i = 0; i < 64; i++) {
+			void *p = malloc(16);
+			if (!p || !(b[i] = realloc(p, 32768)))
+				return 1;
+			((char *)b[i])[32767] = (char)i;
+		}
+		for (int i = 0; i < 64; i++)
+			free(b[i]);
+	}
+	return 0;
+}
+
+static volatile int go;
+
+/* In the thread under test: waits for main's go (no allocation, no cancellation point). */
+static void wait_go(void)
+{
+	while (!go)
+		sched_yield();
+}
+
+/*
+ * Lazy discovery in the thread running fn: a heap of 32 MiB built fast (the process is
+ * younger than 50 ms: no discovery yet) and freed, the thread created (glibc allocates its
+ * TLS vector now, in this thread), 60 ms without allocating, then go: the thread's first
+ * refill finds discovery due and runs it.  Exit 75 (the test runs again) when discovery ran
+ * before, in this thread: the warm-up outlived the 50 ms.
+ */
+static int discovery_in_thread(void *(*fn)(void *), pthread_attr_t *attr, void **ret)
+{
+	static void *big[1024];
+	for (int i = 0; i < 1024; i++)
+		if (!(big[i] = malloc(32768)))
+			return 1;
+	for (int i = 0; i < 1024; i++)
+		free(big[i]);
+	pthread_t t;
+	if (pthread_create(&t, attr, fn, NULL) != 0)
+		return 1;
+	const char *src = topology_source();
+	if (strcmp(src, "provisional") != 0 && strcmp(src, "none") != 0) {
+		printf("discovery ran before the thread (topology %s)\n", src);
+		exit(75);
+	}
+	sleep_ms(60);
+	go = 1;
+	return pthread_join(t, ret);
+}
+
+static volatile int cancel_reached;
+
+static void *cancel_thread(void *arg)
+{
+	(void)arg;
+	int old;
+	wait_go();
+	pthread_cancel(pthread_self()); /* pending: acted on at the next cancellation point */
+	if (page_runs() != 0)
+		return (void *)1;
+	cancel_reached = 1; /* no cancellation point was met inside the allocator */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	return NULL;
+}
+
+static void *idle_thread(void *arg)
+{
+	pause(); /* a cancellation point */
+	return arg;
+}
+
+static int cancel_test(void)
+{
+	void *ret;
+	/* glibc's first pthread_cancel dlopens libgcc_s (its unwinder), which allocates: done
+	 * here, before the warm-up, it cannot run the discovery itself */
+	pthread_t idle;
+	if (pthread_create(&idle, NULL, idle_thread, NULL) != 0 || pthread_cancel(idle) != 0 ||
+	    pthread_join(idle, &ret) != 0 || ret != PTHREAD_CANCELED)
+		return 1;
+	if (discovery_in_thread(cancel_thread, NULL, &ret) != 0)
+		return 1;
+	printf("cancel: thread %s the allocation loop (%s); topology %s\n",
+	       cancel_reached ? "finished" : "died in", ret == PTHREAD_CANCELED ? "cancelled" : "returned",
+	       topology_source());
+	return cancel_reached && ret == NULL ? 0 : 1;
+}
+
+#define STACK_FILL 0xa5
+
+static void *stack_thread(void *arg)
+{
+	(void)arg;
+	wait_go();
+	return (void *)(long)page_runs();
+}
+
+/* The thread runs on a PTHREAD_STACK_MIN stack of our own, filled with a pattern: the bytes
+ * below its top that are no longer the pattern afterwards are what it used (glibc's thread
+ * descriptor and TLS at the top included, the same with any allocator). */
+static int stack_test(void)
+{
+	size_t len = PTHREAD_STACK_MIN;
+	unsigned char *stack = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (stack == MAP_FAILED)
+		return 1;
+	memset(stack, STACK_FILL, len);
+	pthread_attr_t attr;
+	void *ret;
+	pthread_attr_init(&attr);
+	if (pthread_attr_setstack(&attr, stack, len) != 0 ||
+	    discovery_in_thread(stack_thread, &attr, &ret) != 0 || ret != NULL)
+		return 1;
+	size_t low = 0;
+	while (low < len && stack[low] == STACK_FILL)
+		low++;
+	printf("stack: %zu of %zu bytes used; topology %s\n", len - low, len, topology_source());
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "cancel") == 0)
+		return cancel_test();
+	if (argc > 1 && strcmp(argv[1], "stack") == 0)
+		return stack_test();
 	if (argc > 1 && strcmp(argv[1], "numa") == 0)
 		return numa();
 	if (argc > 2 && strcmp(argv[1], "dlopen-lock") == 0)

@@ -46,7 +46,8 @@ LAYERS = [
     ['core/zone_grow.c'],       # the zone's growth outside its lock (arena commit, first touch)
     ['core/huge.c'],
     ['topology/topology.c'],
-    ['topology/hwtopo.c', 'topology/sysfs.c'],  # the hwloc walk; this machine from sysfs
+    ['topology/machine.c'],     # this machine for lazy discovery: sysfs, else CPUID, else none
+    ['topology/hwtopo.c', 'topology/sysfs.c', 'topology/cpuid.c'],  # hwloc walk; sysfs; CPUID
     ['topology/cpuinfo.c', 'topology/sizing.c'],  # cache slices; the kernel's pcp formulas
     ['core/arena.c'],
     ['core/early.c'],
@@ -70,6 +71,7 @@ HEADER_OWNER = {
     'core/stat.h': None,                     # struct pcpm_stats: every layer fills it
     'core/lockstat.h': None,                 # the lock profile: inline helpers over os.h
     'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
+    'topology/sysread.h': None,              # raw reads of small kernel files (syscall())
     'preload/pcpmalloc.h': 'preload/preload.c',
 }
 
