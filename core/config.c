@@ -126,15 +126,21 @@ enum { SRC_DEFAULT = 0, SRC_ENV, SRC_REJECTED, SRC_IMPLIED };
 static unsigned char src[NTUNABLES] PCPM_HOT;
 static const char *rejected[NTUNABLES]; /* the environment's text, when rejected */
 
+/* A decimal integer, the whole value: "010" is ten (no octal or hex, as every peer's and the
+ * man page's numbers are read), no blank before or after it. */
 static bool parse_int(const char *s, long *out)
 {
 	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 0);
-	if (errno || end == s || *end)
+	if (!((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')))
 		return false;
-	*out = v;
-	return true;
+	int saved = errno; /* (start-up: the program's errno stays as it was) */
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	bool ok = !errno && end != s && !*end;
+	errno = saved;
+	if (ok)
+		*out = v;
+	return ok;
 }
 
 /* Enum value: index in "a|b|c", or AUTO for "auto"; -2 when unknown. */

@@ -57,6 +57,15 @@ grep -qE '^pcpmalloc: topology: (hwloc found [0-9]+ CPUs|.*keeping the provision
 # the warning for the rejected value comes once, before the block
 [ "$(grep -c "ignoring PCPMALLOC_BATCH=lots" "$err")" = 1 ] || fail "rejected value: not one warning"
 
+# 2b. Numbers are decimal and whole: 010 is ten (not octal 8), 0x10 and " 25" are rejected
+# with one warning each and the default kept.
+LD_PRELOAD=$lib PCPMALLOC_VERBOSE=1 PCPMALLOC_DIRTY_PCT=010 PCPMALLOC_DECAY_MS=0x10 \
+	PCPMALLOC_DIRTY_MIN_MB=' 25' "$target" >/dev/null 2>"$tmp/num.err" || fail "number run: exit $?"
+grep -qE '^pcpmalloc:   PCPMALLOC_DIRTY_PCT +10 +\(env\)$' "$tmp/num.err" || fail "010 is not ten"
+[ "$(grep -c "ignoring PCPMALLOC_DECAY_MS=0x10" "$tmp/num.err")" = 1 ] || fail "0x10 not rejected once"
+[ "$(grep -c "ignoring PCPMALLOC_DIRTY_MIN_MB= 25" "$tmp/num.err")" = 1 ] ||
+	fail "' 25' not rejected once"
+
 # 3. A huge mapping refused under ulimit -v: NULL + ENOMEM and one decision line.
 (ulimit -v 1000000 && LD_PRELOAD=$lib PCPMALLOC_VERBOSE=1 "$target" huge-fail) >"$tmp/ulim.out" \
 	2>"$tmp/ulim.err" || fail "huge-fail run: exit $?"
