@@ -76,7 +76,16 @@ struct sheaf_cpu {
 	 * chain below the head).  On lines of its own: other CPUs write it.
 	 */
 	_Atomic(void *) inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
+	/* objects pushed since the owner last took its inbox (about: a push between the
+	 * owner's take and its reset is forgotten, never counted twice) */
+	_Atomic uint32_t inbox_n[NR_SIZE_CLASSES];
 };
+
+/* Objects an inbox takes before frees for its CPU stay on the freeing CPU: a CPU whose
+ * threads stopped allocating (a thread that exited, a CPU gone idle) never takes its inbox,
+ * and what other CPUs send it would wait there, resident and in use, until a decay (a
+ * thread that allocated 200 MB on one CPU and exited, freed on another: 204 MB stayed). */
+#define INBOX_SHEAVES 4
 
 #define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
 #define BARN_BYTES (16UL << 20) /* objects a barn may hold */
@@ -349,7 +358,9 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		while (k < ng && g[k].owner != owner)
 			k++;
 		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
-		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL)
+		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
+		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
+			    INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[cls])
 			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
 		if (k == ng) {
 			objs[keep++] = o;
@@ -367,6 +378,7 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
 							      memory_order_release,
 							      memory_order_relaxed));
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
 	}
 	if (keep < n) {
 		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
@@ -396,8 +408,10 @@ static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
 {
 	void *o = pcs->home;
 	if (!o && (o = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
-						memory_order_acquire)) != NULL)
+						memory_order_acquire)) != NULL) {
+		atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
 		pcs_cpu(pcs, cls)->inbox_drains++;
+	}
 	struct slab_sheaf *m = pcs->main;
 	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls))
 		m->objects[m->size++] = o;
@@ -413,6 +427,7 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 	};
 	unsigned nbuf = 0;
 	pcs->home = NULL;
+	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
 	for (unsigned k = 0; k < 2; k++) {
 		for (void *o = chain[k], *next; o; o = next) {
 			next = home_next(o, cls); /* before o's link is the slab's */
@@ -495,26 +510,26 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 		pcs_cpu(pcs, cls)->lock_contended++;
 		return slab_free_bulk(cls, objs, n);
 	}
-	struct slab_sheaf *m = pcs->main, *flush = NULL;
+	struct slab_sheaf *m = pcs->main;
 	if (m->size + n > cap) {
 		if (pcs->spare->size + n <= cap && pcs->spare->size < m->size) {
 			pcs->main = pcs->spare;
 			pcs->spare = m;
 		} else {
 			/* one for one, or two when the last exchange was a free too (a consumer) */
-			struct slab_sheaf *x[2] = { m, pcs->spare }, *e;
+			struct slab_sheaf *x[2] = { m, pcs->spare };
 			unsigned k = pcs->last_dir == SHEAF_FREE && pcs->spare->size ? 2 : 1;
 			pcs->last_dir = SHEAF_FREE;
 			pcs_cpu(pcs, cls)->flushes++;
 			if (barn_replace_full(node, cls, x, k)) {
 				pcs->main = x[0];
 				pcs->spare = x[1];
-			} else if ((e = sheaf_new(cls, 1)) != NULL) {
-				/* the barn is at its limit: main goes to the slabs, after the unlock */
-				flush = m;
-				pcs->main = e;
 			} else {
-				slab_free_bulk(cls, m->objects, m->size); /* no metadata left */
+				/* the barn is at its limit: main's objects go to the slabs, with the
+				 * sheaf lock held (the lock order allows it).  (Swapping in a new
+				 * sheaf to flush the old one after the unlock grew the sheaves
+				 * without bound: one new sheaf per flush, an arena lock each.) */
+				slab_free_bulk(cls, m->objects, m->size);
 				m->size = 0;
 			}
 		}
@@ -523,16 +538,6 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 	memcpy(&m->objects[m->size], objs, n * sizeof(void *));
 	m->size += n;
 	pcpm_unlock(&pcs->lock);
-	if (flush) {
-		slab_free_bulk(cls, flush->objects, flush->size);
-		flush->size = 0;
-		struct node_barn *b = barn_of(node, cls);
-		lockstat_lock(&b->lock, &b->ls);
-		flush->next = b->empty;
-		b->empty = flush;
-		b->nr_empty++;
-		lockstat_unlock(&b->lock, &b->ls);
-	}
 }
 
 /*
@@ -669,10 +674,10 @@ bool sheaf_holds(unsigned cls, const void *p)
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
 		/* the home chain, and the inbox: stable below its head while the lock keeps its
 		 * owner from taking it; pushes only add in front */
-		for (void *o = pcs->home; o && !found; o = fl_decode(o, "free"))
+		for (void *o = pcs->home; o && !found; o = home_next(o, cls))
 			found = o == p;
 		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
-		     o && !found; o = fl_decode(o, "free"))
+		     o && !found; o = home_next(o, cls))
 			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
