@@ -1,8 +1,8 @@
 /*
  * sheaf.c - the per-CPU level of the slab layer (see sheaf.h; Linux 6.18's
- * slub_percpu_sheaves and node_barn, kernel-pcp.md §7.2, §12.6).  Calls slab (the kmem_cache
- * level below), pcp (the current CPU and its node), config (the decay period) and arena
- * (metadata).
+ * slub_percpu_sheaves, kernel-pcp.md §7.2, §12.6).  Calls barn (the node barns, barn.c),
+ * slab (the kmem_cache level below), pcp (the current CPU and its node), config (the decay
+ * period) and arena (metadata).
  *
  * A sheaf is the kernel's: an array of object pointers with a count (`void *objects[]`), so
  * a thread cache's refill or flush through it is a copy and no object's memory is read or
@@ -32,18 +32,11 @@
  * setup_lock is never taken under a sheaf lock.
  */
 #include "sheaf.h"
+#include "barn.h"
 #include "config.h"
 #include "topology.h"
 
 #include <string.h>
-
-/* The kernel's struct slab_sheaf: objects[0..size) are free objects of one class. */
-struct slab_sheaf {
-	struct slab_sheaf *next; /* on a barn's list */
-	uint32_t size;		 /* objects held */
-	uint32_t pad;
-	void *objects[]; /* pcpm_sheaf_cap[cls] */
-};
 
 /* Per CPU slot and class (slub_percpu_sheaves): only threads on that CPU take the lock. */
 struct sheaf_pcs {
@@ -87,23 +80,8 @@ struct sheaf_cpu {
  * thread that allocated 200 MB on one CPU and exited, freed on another: 204 MB stayed). */
 #define INBOX_SHEAVES 4
 
-#define BARN_MAX_FULL 10	  /* MAX_FULL_SHEAVES */
-#define BARN_BYTES (16UL << 20) /* objects a barn may hold */
-
-/* Per node and class (node_barn): lists of full and of empty sheaves. */
-struct node_barn {
-	pcpm_lock_t lock;
-	uint32_t nr_full, nr_empty;
-	uint32_t low_full; /* the fewest full sheaves since the last decay */
-	struct slab_sheaf *full, *empty;
-	struct lock_stat ls;
-} PCPM_CACHELINE_ALIGNED;
-
-uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
-static uint8_t barn_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
-static _Atomic(struct node_barn *) barns[MAX_NUMNODES][NR_SIZE_CLASSES];
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
 /* the decay's clock (ms of its last run) and what it gave back, under decay_lock */
 static pcpm_lock_t decay_lock = PCPM_LOCK_INIT;
@@ -133,15 +111,9 @@ static unsigned sheaf_capacity(uint32_t size)
 
 void pcpm_sheaf_init(bool on)
 {
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 		pcpm_sheaf_cap[c] = on ? (uint16_t)sheaf_capacity(pcpm_class_size[c]) : 0;
-		/* a barn is shared by a node's CPUs: the kernel's 10 sheaves, but at most
-		 * BARN_BYTES of objects (2 sheaves at least), and 2 on a machine of a few CPUs,
-		 * where the sheaves of two CPUs already cover what the barn would hold */
-		size_t sheaf = (size_t)pcpm_sheaf_cap[c] * pcpm_class_size[c];
-		size_t m = sheaf ? BARN_BYTES / sheaf : BARN_MAX_FULL;
-		barn_max[c] = (uint8_t)(pcpm_nr_cpus > 4 ? MIN(MAX(m, 2), BARN_MAX_FULL) : 2);
-	}
+	pcpm_barn_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 }
@@ -164,39 +136,6 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 	return sc;
 }
 
-static inline struct node_barn *barn_of(int node, unsigned cls)
-{
-	return atomic_load_explicit(&barns[node][cls], memory_order_acquire);
-}
-
-static PCPM_COLD void barn_setup(int node, unsigned cls)
-{
-	pcpm_lock(&setup_lock);
-	struct node_barn *b = atomic_load_explicit(&barns[node][cls], memory_order_relaxed);
-	if (!b && (b = pcpm_meta_alloc(sizeof(*b))))
-		atomic_store_explicit(&barns[node][cls], b, memory_order_release);
-	pcpm_unlock(&setup_lock);
-}
-
-/* A new empty sheaf of class cls (metadata, never freed); NULL when out of memory. */
-/*
- * n new empty sheaves of class cls in one piece of metadata (one arena meta_lock hold for
- * all: a CPU's first use of a class needs two, its first barn exchanges a few more), linked
- * through next; NULL when out of memory.  Never freed: they circulate between CPUs and barns.
- */
-static PCPM_COLD struct slab_sheaf *sheaf_new(unsigned cls, unsigned n)
-{
-	size_t one = sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *);
-	char *mem = pcpm_meta_alloc(one * n);
-	if (!mem)
-		return NULL;
-	for (unsigned i = 0; i + 1 < n; i++)
-		((struct slab_sheaf *)(mem + i * one))->next = (struct slab_sheaf *)(mem + (i + 1) * one);
-	return (struct slab_sheaf *)mem;
-}
-
-#define SHEAF_NEW_BATCH 4 /* empty sheaves a barn short of them gets at once */
-
 /*
  * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
  * set up (out of memory).  The node's barn of the class and the two sheaves are set up here
@@ -212,13 +151,13 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 		sc = atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire);
 	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(cpu)))
 		return NULL;
-	if (unlikely(!barn_of(*node, cls)))
-		barn_setup(*node, cls);
+	if (unlikely(!barn_ensure(*node, cls)))
+		return NULL;
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
-		struct slab_sheaf *m = sheaf_new(cls, 2), *s = m ? m->next : NULL;
-		if (!m || !barn_of(*node, cls))
-			return NULL; /* (a sheaf allocated here stays unused: out of memory anyway) */
+		struct slab_sheaf *m = barn_sheaf_new(cls, 2), *s = m ? m->next : NULL;
+		if (!m)
+			return NULL;
 		pcpm_lock(&pcs->lock);
 		bool lost = pcs->spare != NULL;
 		if (!lost) {
@@ -226,14 +165,8 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 			__atomic_store_n(&pcs->spare, s, __ATOMIC_RELEASE);
 		}
 		pcpm_unlock(&pcs->lock);
-		if (lost) {
-			struct node_barn *b = barn_of(*node, cls);
-			lockstat_lock(&b->lock, &b->ls);
-			s->next = b->empty;
-			b->empty = m;
-			b->nr_empty += 2;
-			lockstat_unlock(&b->lock, &b->ls);
-		}
+		if (lost)
+			barn_put_empty(*node, cls, m);
 	}
 	return pcs;
 }
@@ -247,81 +180,6 @@ static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
 static inline struct sheaf_cpu *cpu_sheaf(int cpu)
 {
 	return cpu_sheaves ? atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire) : NULL;
-}
-
-/*
- * barn_replace_empty_sheaf(): the k (1 or 2) empty sheaves e[] for full ones from the node's
- * barn, else from another node's in zonelist order (their slabs are shared by all nodes), in
- * one hold; how many were exchanged (the first ones of e[] are replaced by full sheaves; 0
- * when every barn is out of full sheaves).  Barns without a full sheaf are passed over
- * unlocked (a racy look: a wrong guess costs a lock or a refill).
- */
-static unsigned barn_replace_empty(int node, unsigned cls, struct slab_sheaf **e, unsigned k)
-{
-	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
-	for (int i = 0; i < nr; i++) {
-		struct node_barn *b = barn_of((node + i) % nr, cls);
-		if (!b || !__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED))
-			continue;
-		unsigned got = 0;
-		lockstat_lock(&b->lock, &b->ls);
-		for (; got < k && b->nr_full; got++) {
-			struct slab_sheaf *f = b->full;
-			b->full = f->next;
-			__atomic_store_n(&b->nr_full, b->nr_full - 1, __ATOMIC_RELAXED);
-			e[got]->next = b->empty;
-			b->empty = e[got];
-			b->nr_empty++;
-			e[got] = f;
-		}
-		b->low_full = MIN(b->low_full, b->nr_full);
-		lockstat_unlock(&b->lock, &b->ls);
-		if (got)
-			return got;
-	}
-	return 0;
-}
-
-/*
- * barn_replace_full_sheaf(): the k (1 or 2) full sheaves f[] into the node's barn for empty
- * ones (from its empty list, else new metadata), as many as the barn has room for below
- * barn_max, in one hold; how many (the first ones of f[] are replaced by empty sheaves; the
- * rest stay the caller's, who flushes them to the slabs).
- */
-static unsigned barn_replace_full(int node, unsigned cls, struct slab_sheaf **f, unsigned k)
-{
-	struct node_barn *b = barn_of(node, cls);
-	if (__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED) >= barn_max[cls])
-		return 0;
-	unsigned done = 0;
-	struct slab_sheaf *fresh = NULL; /* new empty sheaves, when the barn had too few */
-	for (;;) {
-		lockstat_lock(&b->lock, &b->ls);
-		if (fresh) { /* first onto the empty list, in this same hold */
-			struct slab_sheaf *last = fresh;
-			unsigned n = 1;
-			for (; last->next; last = last->next)
-				n++;
-			last->next = b->empty;
-			b->empty = fresh;
-			b->nr_empty += n;
-			fresh = NULL;
-		}
-		for (; done < k && b->nr_full < barn_max[cls] && b->nr_empty; done++) {
-			struct slab_sheaf *e = b->empty;
-			b->empty = e->next;
-			b->nr_empty--;
-			f[done]->next = b->full;
-			b->full = f[done];
-			__atomic_store_n(&b->nr_full, b->nr_full + 1, __ATOMIC_RELAXED);
-			f[done] = e;
-		}
-		bool more = done < k && b->nr_full < barn_max[cls];
-		lockstat_unlock(&b->lock, &b->ls);
-		/* out of empty sheaves (the node's first exchanges): a few more from metadata */
-		if (!more || !(fresh = sheaf_new(cls, SHEAF_NEW_BATCH)))
-			return done;
-	}
 }
 
 static inline void pcs_note_low(struct sheaf_pcs *pcs)
@@ -570,37 +428,6 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 		__atomic_fetch_add(&decayed, n, __ATOMIC_RELAXED);
 }
 
-/* Full sheaves of the barn to the slabs: all, or those that stayed through the period. */
-static void barn_release(struct node_barn *b, unsigned cls, bool all)
-{
-	if (!b || !__atomic_load_n(&b->nr_full, __ATOMIC_RELAXED))
-		return;
-	lockstat_lock(&b->lock, &b->ls);
-	uint32_t n = all ? b->nr_full : MIN(b->low_full, b->nr_full);
-	struct slab_sheaf *list = NULL;
-	for (uint32_t i = 0; i < n; i++) {
-		struct slab_sheaf *f = b->full;
-		b->full = f->next;
-		f->next = list;
-		list = f;
-	}
-	__atomic_store_n(&b->nr_full, b->nr_full - n, __ATOMIC_RELAXED);
-	b->low_full = b->nr_full;
-	lockstat_unlock(&b->lock, &b->ls);
-	for (struct slab_sheaf *f = list, *next; f; f = next) {
-		next = f->next;
-		slab_free_bulk(cls, f->objects, f->size);
-		if (!all)
-			__atomic_fetch_add(&decayed, f->size, __ATOMIC_RELAXED);
-		f->size = 0;
-		lockstat_lock(&b->lock, &b->ls);
-		f->next = b->empty;
-		b->empty = f;
-		b->nr_empty++;
-		lockstat_unlock(&b->lock, &b->ls);
-	}
-}
-
 static void sheaf_release_all(bool all)
 {
 	for (int i = 0; i < pcpm_nr_cpus; i++) {
@@ -608,9 +435,9 @@ static void sheaf_release_all(bool all)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
 			pcs_release(&sc->pcs[c], c, all);
 	}
-	for (int n = 0; n < MAX_NUMNODES; n++)
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-			barn_release(barn_of(n, c), c, all);
+	uint64_t freed = barn_release_all(all);
+	if (!all)
+		__atomic_fetch_add(&decayed, freed, __ATOMIC_RELAXED);
 }
 
 void sheaf_flush_all(void)
@@ -647,11 +474,7 @@ bool sheaf_pending(void)
 				return true;
 		}
 	}
-	for (int n = 0; n < MAX_NUMNODES; n++)
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-			if (barn_of(n, c) && __atomic_load_n(&barn_of(n, c)->nr_full, __ATOMIC_RELAXED))
-				return true;
-	return false;
+	return barn_pending();
 }
 
 static bool sheaf_has(const struct slab_sheaf *s, const void *p)
@@ -681,16 +504,7 @@ bool sheaf_holds(unsigned cls, const void *p)
 			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
-	for (int n = 0; n < MAX_NUMNODES && !found; n++) {
-		struct node_barn *b = barn_of(n, cls);
-		if (!b)
-			continue;
-		pcpm_lock(&b->lock);
-		for (struct slab_sheaf *f = b->full; f && !found; f = f->next)
-			found = sheaf_has(f, p);
-		pcpm_unlock(&b->lock);
-	}
-	return found;
+	return found || barn_holds(cls, p);
 }
 
 void sheaf_stats_add(struct pcpm_stats *s)
@@ -706,21 +520,12 @@ void sheaf_stats_add(struct pcpm_stats *s)
 		}
 	}
 	s->sheaf_decayed += __atomic_load_n(&decayed, __ATOMIC_RELAXED);
-	struct lock_sum ls = { 0 };
-	for (int n = 0; n < MAX_NUMNODES; n++)
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-			if (barn_of(n, c))
-				lock_sum_add(&ls, &barn_of(n, c)->ls);
-	s->barn_lock += ls.acquired;
-	s->barn_lock_contended += ls.contended;
-	s->barn_lock_wait_ns += ls.wait_ns;
-	s->barn_lock_hold_ns += lock_sum_hold_ns(&ls);
-	s->barn_lock_busiest += ls.busiest;
+	barn_stats_add(s);
 }
 
 /* fork: setup_lock and decay_lock first (their holders take no other lock of this file
- * while they hold them; setup_lock keeps the set of CPU sheaves and barns fixed), then
- * every sheaf lock, then the barns'. */
+ * while they hold them; setup_lock keeps the set of CPU sheaves fixed), then every sheaf
+ * lock, then the barns' (barn.c). */
 static void lock_op(pcpm_lock_t *l, int op)
 {
 	if (op == 0)
@@ -742,10 +547,12 @@ static void sheaf_locks(int op)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
 			lock_op(&sc->pcs[c].lock, op);
 	}
-	for (int n = 0; n < MAX_NUMNODES; n++)
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
-			if (barn_of(n, c))
-				lock_op(&barn_of(n, c)->lock, op);
+	if (op == 0)
+		barn_lock_all();
+	else if (op == 1)
+		barn_unlock_all();
+	else
+		barn_reset_locks();
 	if (op != 0) {
 		lock_op(&decay_lock, op);
 		lock_op(&setup_lock, op);

@@ -12,11 +12,11 @@
 #ifndef PCPM_SHEAF_H
 #define PCPM_SHEAF_H
 
-#include "slab.h"
+#include "barn.h"
 
-/* Objects per sheaf of each class; 0: the level is off for the class (memcheck and secure
- * mode, PCPMALLOC_SHEAVES=0): sheaf_alloc_bulk and sheaf_free_bulk go to the slabs. */
-extern uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES];
+/* (pcpm_sheaf_cap, barn.h: objects per sheaf of each class; 0: the level is off for the
+ * class (memcheck and secure mode, PCPMALLOC_SHEAVES=0): sheaf_alloc_bulk and
+ * sheaf_free_bulk go to the slabs.) */
 
 /*
  * The largest request a paged slab class serves: SLAB_PAGED_MAX (32 KiB) when the CPU sheaves

@@ -39,7 +39,8 @@ LAYERS = [
     ['core/huge_quarantine.c'],
     ['core/large.c'],
     ['core/tcache.c'],
-    ['core/sheaf.c'],           # the slab layer's per-CPU level (sheaves, barns)
+    ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
+    ['core/barn.c'],            # the node barns of full and empty sheaves
     ['core/slab.c'],
     ['core/pcp.c'],
     ['core/zone.c'],
