@@ -58,6 +58,15 @@ grep -q 'PCPMALLOC_SECURE=1 ignored' "$tmp/secure.err" || fail "secure: no warni
 # plant_leak, and nothing else.
 rc=0
 run leak || rc=$?
+# memcheck's leak check reads every word of the allocator's metadata as a possible pointer:
+# a word that happens to fall inside the 10 MiB block (a time stamp, a counter: seen about 1
+# run in 10 on a loaded machine, never the same way twice) makes it "possibly lost".  Such a
+# run is tried once more; a pointer the allocator really keeps fails both.
+if grep -q '10,485,760 bytes in 1 blocks are possibly lost' "$tmp/leak.log"; then
+	echo "== leak: the huge block read as possibly lost (an aliasing word): once more"
+	rc=0
+	run leak || rc=$?
+fi
 [ $rc -eq 99 ] || fail "leak: exit $rc, want 99"
 expect leak 'definitely lost: 10,585,860 bytes in 3 blocks' "the three leaks"
 for n in '100 bytes' '100,000 bytes' '10,485,760 bytes'; do
