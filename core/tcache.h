@@ -74,8 +74,8 @@ struct tcache {
 	uint64_t flush_mark;
 	void **slots; /* the stacks' arrays: metadata after the struct, bins' then sbins' */
 	/* a front end's quarantine of freed objects (secure mode): each free puts its object
-	 * in a random slot of the ring and takes out the one that was there (tcache_ring_swap);
-	 * flushed with the stacks */
+	 * in a random slot of its class's group of the ring and takes out the one that was
+	 * there (secure_mode.c's ring_swap_class); flushed with the stacks */
 	void *ring[TC_RING];
 	uint8_t ring_cls[TC_RING];
 	uint64_t ring_rng;
@@ -157,31 +157,6 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
  * batch of a full stack back to the slab.
  */
 bool tcache_mode_ready(struct tcache *tc, unsigned cls);
-/*
- * A front end's quarantine (secure mode: no immediate reuse): puts the freed object p of
- * class cls into a random slot of the thread's ring and returns the object that was there
- * (NULL while the ring fills), whose class goes to *cls.  An object waits for 1 to many
- * frees, TC_RING on average (GrapheneOS hardened_malloc's random slab quarantine).  The ring
- * is flushed to the slabs with the stacks (tcache_flush_all, thread exit).
- */
-static inline __attribute__((always_inline)) void *tcache_ring_swap(struct tcache *tc, void *p,
-								    unsigned *cls)
-{
-	uint64_t x = tc->ring_rng;
-	if (unlikely(!x))
-		x = (uintptr_t)p | 1;
-	x ^= x << 13; /* xorshift64 */
-	x ^= x >> 7;
-	x ^= x << 17;
-	tc->ring_rng = x;
-	unsigned i = (unsigned)(x >> 32) & (TC_RING - 1);
-	void *old = tc->ring[i];
-	unsigned oc = tc->ring_cls[i];
-	tc->ring[i] = p;
-	tc->ring_cls[i] = (uint8_t)*cls;
-	*cls = oc;
-	return old;
-}
 bool tcache_mode_refill(struct tcache *tc, unsigned cls);
 void tcache_mode_flush(struct tcache *tc, unsigned cls);
 
