@@ -267,16 +267,20 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 }
 
 /*
- * Up to need (<= NEW_SLABS_MAX) new slabs into fresh[], how many (0: out of memory), one by
- * one from the pcp (the zone above order 3).  No cache lock held.  (pcp_alloc_bulk, one zone
- * hold for all, made test_thread_soak read 80 MiB in use after malloc_trim: not used until
- * that is understood.)
+ * Up to need (<= NEW_SLABS_MAX) new slabs into fresh[], how many (0: out of memory).  Orders
+ * 0..3 one by one from the pcp; above (8-32 KiB classes, orders 4-5), which the pcps do not
+ * hold, all in one zone lock hold (pcp_alloc_bulk: alloc_pages_bulk).  No cache lock held.
  */
 static unsigned new_slabs(struct kmem_cache *s, unsigned need, struct page **fresh)
 {
 	unsigned nf = 0;
-	while (nf < need && (fresh[nf] = pcp_alloc(s->order)) != NULL)
-		slab_init(s, fresh[nf++]);
+	if (s->order > PAGE_ALLOC_COSTLY_ORDER)
+		nf = (unsigned)MAX(pcp_alloc_bulk(s->order, (int)need, fresh), 0);
+	else
+		while (nf < need && (fresh[nf] = pcp_alloc(s->order)) != NULL)
+			nf++;
+	for (unsigned i = 0; i < nf; i++)
+		slab_init(s, fresh[i]);
 	return nf;
 }
 
