@@ -58,14 +58,15 @@ bool barn_ensure(int node, unsigned cls)
 }
 
 /*
- * n new empty sheaves of class cls in one piece of metadata (one arena meta_lock hold for
- * all: a CPU's first use of a class needs two, its first barn exchanges a few more), linked
- * through next; NULL when out of memory.  Never freed: they circulate between CPUs and barns.
+ * n new empty sheaves of class cls in one piece of metadata: mem (n * barn_sheaf_size(cls)
+ * zeroed bytes, a CPU's stock), else one arena meta_lock hold for all (a barn's first
+ * exchanges need a few), linked through next; NULL when out of memory.  Never freed: they
+ * circulate between CPUs and barns.
  */
-PCPM_COLD struct slab_sheaf *barn_sheaf_new(unsigned cls, unsigned n)
+PCPM_COLD struct slab_sheaf *barn_sheaf_new(unsigned cls, unsigned n, void *mem_or_null)
 {
-	size_t one = sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *);
-	char *mem = pcpm_meta_alloc(one * n);
+	size_t one = barn_sheaf_size(cls);
+	char *mem = mem_or_null ? mem_or_null : pcpm_meta_alloc(one * n);
 	if (!mem)
 		return NULL;
 	for (unsigned i = 0; i + 1 < n; i++)
@@ -159,7 +160,7 @@ unsigned barn_replace_full(int node, unsigned cls, struct slab_sheaf **f, unsign
 		bool more = done < k && b->nr_full < barn_max[cls];
 		lockstat_unlock(&b->lock, &b->ls);
 		/* out of empty sheaves (the node's first exchanges): a few more from metadata */
-		if (!more || !(fresh = barn_sheaf_new(cls, SHEAF_NEW_BATCH)))
+		if (!more || !(fresh = barn_sheaf_new(cls, SHEAF_NEW_BATCH, NULL)))
 			return done;
 	}
 }

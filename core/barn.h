@@ -29,8 +29,16 @@ void pcpm_barn_init(void);
 /* The barn of node and class cls exists (set up at its first use); false: out of memory. */
 bool barn_ensure(int node, unsigned cls);
 
-/* n new empty sheaves of class cls, linked through next; NULL when out of memory. */
-struct slab_sheaf *barn_sheaf_new(unsigned cls, unsigned n);
+/* Bytes of one sheaf of class cls (64-byte multiple: sheaves carved side by side keep their
+ * own lines). */
+static inline size_t barn_sheaf_size(unsigned cls)
+{
+	return ALIGN_UP(sizeof(struct slab_sheaf) + pcpm_sheaf_cap[cls] * sizeof(void *), 64);
+}
+
+/* n new empty sheaves of class cls, linked through next, in mem (n * barn_sheaf_size(cls)
+ * zeroed bytes) or, mem NULL, in new metadata; NULL when out of memory. */
+struct slab_sheaf *barn_sheaf_new(unsigned cls, unsigned n, void *mem);
 
 /* The empty sheaves of the list into the node's barn (a CPU that lost a set-up race). */
 void barn_put_empty(int node, unsigned cls, struct slab_sheaf *list);

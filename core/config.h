@@ -34,6 +34,7 @@ struct pcpm_config {
 	int free_high_thresh;	/* PCPMALLOC_FREE_HIGH_THRESH: pages, AUTO = batch + high_min/2 */
 	int slice_factor;	/* PCPMALLOC_SLICE_FACTOR: slice > factor * batch sets the flag */
 	int sheaves;		/* PCPMALLOC_SHEAVES: per-CPU sheaves and barns on/off */
+	int sheaf_kb;		/* PCPMALLOC_SHEAF_KB: bytes of objects per sheaf (KiB), AUTO */
 	int fbatch;		/* PCPMALLOC_FBATCH: objects per thread-cache refill/flush, AUTO */
 	int decay_ms;		/* PCPMALLOC_DECAY_MS: decay_pcp_high / purge period */
 	int decay_shift;	/* PCPMALLOC_DECAY_SHIFT: high -= high >> shift per period */

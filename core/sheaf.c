@@ -44,6 +44,8 @@ struct sheaf_pcs {
 	/* the fewest objects main and spare held together since the last decay (count_min):
 	 * what stayed idle through the period */
 	uint32_t low;
+	/* refills and flushes through these sheaves since the last decay (0: idle) */
+	uint32_t ops;
 	struct slab_sheaf *main, *spare;
 	uint8_t last_dir; /* the last barn exchange: SHEAF_ALLOC or SHEAF_FREE */
 	/* objects of this CPU's slabs taken from its inbox that main could not hold yet: a
@@ -72,13 +74,27 @@ struct sheaf_cpu {
 	/* objects pushed since the owner last took its inbox (about: a push between the
 	 * owner's take and its reset is forgotten, never counted twice) */
 	_Atomic uint32_t inbox_n[NR_SIZE_CLASSES];
+	/* metadata this slot's sheaves are carved from (stock_take), under stock_lock */
+	pcpm_lock_t stock_lock PCPM_CACHELINE_ALIGNED;
+	char *stock, *stock_end;
 };
+
+/* Sheaf metadata a CPU slot takes at once: a CPU's first use of a class needs two sheaves
+ * (up to 2 KiB), and taking each pair from the arena was one process-wide meta_lock hold per
+ * class and CPU (544 of churn 4-16 KiB's 687 arena acquisitions at 224 CPUs). */
+#define SHEAF_STOCK (32UL << 10)
 
 /* Objects an inbox takes before frees for its CPU stay on the freeing CPU: a CPU whose
  * threads stopped allocating (a thread that exited, a CPU gone idle) never takes its inbox,
  * and what other CPUs send it would wait there, resident and in use, until a decay (a
  * thread that allocated 200 MB on one CPU and exited, freed on another: 204 MB stayed). */
 #define INBOX_SHEAVES 4
+/* ... and never fewer than INBOX_BYTES of them: with a few CPUs a sheaf of 8-32 KiB objects
+ * holds 4, and 16 objects in flight sent the rest of a producer/consumer pair's frees
+ * through the consumer's sheaves, the barn and the kmem_cache lock (xthread 8-32 KiB on 2
+ * CPUs: 220 process-wide acquisitions per 1000 calls) */
+#define INBOX_BYTES (1U << 20)
+static uint32_t inbox_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 
 uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
@@ -99,23 +115,45 @@ static uint64_t decay_last_ms, decayed;
  * CPUs they took bench/scale.sh's kmem_cache lock acquisitions per 1000 calls from 154 to 25
  * (churn 4-16 KiB), 923 to 31 (churn 16-32 KiB) and 971 to 1 (xthread 8-32 KiB) at the same
  * peak RSS (until then machines of 4 CPUs or fewer had none: the sheaves held the consumers'
- * memory, +20 % of xthread-large's peak on 2 CPUs).
+ * memory, +20 % of xthread-large's peak on 2 CPUs).  PCPMALLOC_SHEAF_KB sets SHEAF_BYTES.
  */
 static unsigned sheaf_capacity(uint32_t size)
 {
 	size_t kernel = size >= 4096 ? 4 : size >= 1024 ? 12 : size >= 256 ? 26 : 60;
-	size_t bytes = MIN(MAX((size_t)pcpm_nr_cpus << 14, (size_t)32 << 10), (size_t)1 << 20);
+	size_t bytes = pcpm_cfg.sheaf_kb != AUTO
+			       ? (size_t)pcpm_cfg.sheaf_kb << 10
+			       : MIN(MAX((size_t)pcpm_nr_cpus << 14, (size_t)32 << 10), (size_t)1 << 20);
 	size_t max = pcpm_nr_cpus > 64 ? 128 : 64;
 	return (unsigned)MIN(MAX(bytes / size, kernel), max);
 }
 
 void pcpm_sheaf_init(bool on)
 {
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		pcpm_sheaf_cap[c] = on ? (uint16_t)sheaf_capacity(pcpm_class_size[c]) : 0;
+		inbox_max[c] = MAX(INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[c],
+				   INBOX_BYTES / pcpm_class_size[c]);
+	}
 	pcpm_barn_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
+}
+
+/* bytes (a 64-byte multiple, <= SHEAF_STOCK) of zeroed metadata from the slot's stock, NULL
+ * when out of memory.  Takes only the slot's stock_lock, and the arena's for a new stock. */
+static PCPM_COLD void *stock_take(struct sheaf_cpu *sc, size_t bytes)
+{
+	pcpm_lock(&sc->stock_lock);
+	if ((size_t)(sc->stock_end - sc->stock) < bytes) {
+		char *m = pcpm_meta_alloc(SHEAF_STOCK);
+		sc->stock = m;
+		sc->stock_end = m ? m + SHEAF_STOCK : NULL;
+	}
+	void *r = sc->stock;
+	if (r)
+		sc->stock += bytes;
+	pcpm_unlock(&sc->stock_lock);
+	return r;
 }
 
 static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
@@ -155,7 +193,9 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 		return NULL;
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
-		struct slab_sheaf *m = barn_sheaf_new(cls, 2), *s = m ? m->next : NULL;
+		size_t two = 2 * barn_sheaf_size(cls);
+		void *mem = two <= SHEAF_STOCK ? stock_take(sc, two) : NULL;
+		struct slab_sheaf *m = barn_sheaf_new(cls, 2, mem), *s = m ? m->next : NULL;
 		if (!m)
 			return NULL;
 		pcpm_lock(&pcs->lock);
@@ -218,7 +258,7 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
 		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
 		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
-			    INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[cls])
+			    inbox_max[cls])
 			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
 		if (k == ng) {
 			objs[keep++] = o;
@@ -314,6 +354,7 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		pcs_cpu(pcs, cls)->lock_contended++;
 		return slab_alloc_bulk(cls, want, want, objs, 0);
 	}
+	pcs->ops++;
 	/* main's objects first, even fewer than asked for (the thread cache takes what comes);
 	 * an empty main is swapped with the spare, else filled from the inbox (this CPU's
 	 * objects that came home), else exchanged with the barn for a full sheaf, else filled
@@ -368,6 +409,7 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 		pcs_cpu(pcs, cls)->lock_contended++;
 		return slab_free_bulk(cls, objs, n);
 	}
+	pcs->ops++;
 	struct slab_sheaf *m = pcs->main;
 	if (m->size + n > cap) {
 		if (pcs->spare->size + n <= cap && pcs->spare->size < m->size) {
@@ -400,9 +442,14 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 
 /*
  * The oldest objects of a CPU's sheaves (the spare's, then the bottom of main's) to the
- * slabs: all of them (a flush), or those that stayed through the period (decay: trylock,
- * a CPU whose lock is taken is busy, not idle).  Freed with the sheaf lock held (the lock
- * order allows it; these are rare, and the CPU's threads meanwhile use the slabs).
+ * slabs: all of them (a flush, or a decay of sheaves no thread used through the period,
+ * with the objects that came home), or, from sheaves in use, those that stayed through the
+ * period but at most 1/PCPMALLOC_COUNT_MIN_DIV of what they hold (decay_pcp_high's
+ * count_min variant: min(count_min, high / div); giving back all of them made a busy
+ * churn at 224 CPUs return its whole working set every second, a kmem_cache lock per four
+ * slabs, and take it back).  Decay: trylock, a CPU whose lock is taken is busy.  Freed
+ * with the sheaf lock held (the lock order allows it; these are rare, and the CPU's
+ * threads meanwhile use the slabs).
  */
 static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 {
@@ -410,9 +457,13 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 		return;
 	if (all ? (pcpm_lock(&pcs->lock), false) : !pcpm_trylock(&pcs->lock))
 		return;
-	__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
+	bool idle = all || !pcs->ops;
+	pcs->ops = 0;
+	if (idle)
+		__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
 	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
-	unsigned n = all ? m->size + s->size : MIN(pcs->low, m->size + s->size);
+	unsigned held = m->size + s->size;
+	unsigned n = idle ? held : MIN(pcs->low, held / (unsigned)pcpm_cfg.count_min_div);
 	unsigned from_spare = MIN(n, s->size), from_main = n - from_spare;
 	s->size -= from_spare;
 	if (from_spare)
@@ -546,6 +597,8 @@ static void sheaf_locks(int op)
 		struct sheaf_cpu *sc = cpu_sheaf(i);
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
 			lock_op(&sc->pcs[c].lock, op);
+		if (sc)
+			lock_op(&sc->stock_lock, op);
 	}
 	if (op == 0)
 		barn_lock_all();

@@ -286,6 +286,23 @@ static unsigned new_slabs(struct kmem_cache *s, unsigned need, struct page **fre
 
 #define NEW_SLABS_MAX 8 /* slabs one call may add in one lock hold */
 
+/* nr_partial is read without the lock (slab_alloc_bulk's guess); written under it. */
+static inline void partial_count(struct kmem_cache *s, int delta)
+{
+	__atomic_store_n(&s->nr_partial, s->nr_partial + (uint32_t)delta, __ATOMIC_RELAXED);
+}
+
+/* New slabs fresh[0..n) onto the cache's partial list.  Cache lock held. */
+static void __cache_add(struct kmem_cache *s, struct page **fresh, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		s->nr_slabs++;
+		s->slab_alloc++;
+		list_add_tail(&fresh[i]->lru, &s->partial);
+	}
+	partial_count(s, (int)n);
+}
+
 /*
  * need new slabs (at most NEW_SLABS_MAX) onto the cache's partial list: made with the lock
  * dropped, listed in one hold; how many (0: out of memory).  Cache lock held on entry and
@@ -297,12 +314,7 @@ static unsigned __cache_grow(struct kmem_cache *s, unsigned need)
 	cache_unlock(s);
 	unsigned nf = new_slabs(s, MIN(need, NEW_SLABS_MAX), fresh);
 	cache_lock(s);
-	for (unsigned i = 0; i < nf; i++) {
-		s->nr_slabs++;
-		s->slab_alloc++;
-		list_add_tail(&fresh[i]->lru, &s->partial);
-		s->nr_partial++;
-	}
+	__cache_add(s, fresh, nf);
 	return nf;
 }
 
@@ -371,7 +383,17 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 		bool list;	 /* a detached freelist */
 	} run[CARVE_RANGES + FREELISTS];
 	unsigned got = 0, nrun = 0, ncarve = 0;
+	/* fewer partial slabs a moment ago than the request would fill (a heap growing): new
+	 * slabs are made before the lock is taken, not with it dropped and taken again (one
+	 * kmem_cache hold per refill, not two); what is left of them waits on the partial
+	 * list, used first by the next refill */
+	struct page *fresh[NEW_SLABS_MAX];
+	unsigned nfresh = 0;
+	unsigned need = MIN((min + s->objects - 1) / s->objects, NEW_SLABS_MAX);
+	if (__atomic_load_n(&s->nr_partial, __ATOMIC_RELAXED) < need)
+		nfresh = new_slabs(s, need, fresh);
 	cache_lock(s);
+	__cache_add(s, fresh, nfresh);
 	while (got < min) {
 		if (list_empty(&s->partial) && !__cache_grow(s, (min - got + s->objects - 1) / s->objects))
 			break;
@@ -406,7 +428,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 		}
 		if (!slab_has_free(s, pg)) {
 			list_del(&pg->lru);
-			s->nr_partial--;
+			partial_count(s, -1);
 		}
 	}
 	cache_unlock(s);
@@ -449,11 +471,11 @@ static struct page *__slab_free_chain(struct kmem_cache *s, struct page *pg, voi
 	pg->inuse = (uint16_t)(pg->inuse - n);
 	if (was_full) {
 		list_add_tail(&pg->lru, &s->partial);
-		s->nr_partial++;
+		partial_count(s, 1);
 	}
 	if (pg->inuse == 0 && s->nr_partial > s->min_partial) {
 		list_del(&pg->lru);
-		s->nr_partial--;
+		partial_count(s, -1);
 		s->nr_slabs--;
 		s->slab_free++;
 		return pg;
@@ -507,7 +529,7 @@ void *slab_alloc_nested(unsigned cls)
 			pg->inuse++;
 			if (!slab_has_free(s, pg)) {
 				list_del(&pg->lru);
-				s->nr_partial--;
+				partial_count(s, -1);
 			}
 		}
 	}
@@ -625,7 +647,7 @@ size_t slab_shrink_all(void)
 				if (pg->inuse == 0) {
 					victim = pg;
 					list_del(&pg->lru);
-					s->nr_partial--;
+					partial_count(s, -1);
 					s->nr_slabs--;
 					s->slab_free++;
 					break;
