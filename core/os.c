@@ -185,6 +185,16 @@ bool pcpm_os_reserve_at(void *p, size_t len)
 	return true;
 }
 
+size_t pcpm_os_as_limit(void)
+{
+	struct rlimit rl;
+	/* the system call, not getrlimit(): no wrapper of the program's on a failing path */
+	if (syscall(SYS_prlimit64, 0, RLIMIT_AS, NULL, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < PCPM_USER_VA_BYTES)
+		return (size_t)rl.rlim_cur;
+	return PCPM_USER_VA_BYTES;
+}
+
 bool pcpm_os_as_limited(void)
 {
 	struct rlimit rl;
