@@ -36,6 +36,10 @@ static void *aligned_alloc_core(size_t align, size_t size)
 			}
 		}
 	}
+	if (align > PCPM_USER_VA_BYTES || size > PCPM_USER_VA_BYTES - align) { /* no mapping fits */
+		errno = ENOMEM;
+		return NULL;
+	}
 	huge_drain_deferred(huge_free);
 	for (bool retried = false;; retried = true) {
 		bool run;
@@ -45,7 +49,7 @@ static void *aligned_alloc_core(size_t align, size_t size)
 			pcpm_vmstat_maybe_run();
 			return p;
 		}
-		if (retried || !pcpm_reclaim_address_space())
+		if (retried || !pcpm_reclaim_address_space(size + align))
 			break;
 	}
 	errno = ENOMEM;
@@ -56,9 +60,12 @@ void *dfl_aligned_alloc(size_t align, size_t size)
 {
 	if (align <= 16)
 		return dfl_malloc(size);
+	int e = errno; /* a failed mapping before a success must not show (dfl_malloc_slow) */
 	PCPM_INSIDE_BEGIN();
 	void *p = unlikely(pcpm_nested()) ? dfl_malloc_nested(size, align)
 					  : aligned_alloc_core(align, size);
 	PCPM_INSIDE_END();
+	if (likely(p))
+		errno = e;
 	return p;
 }

@@ -22,7 +22,9 @@ void *dfl_malloc_nested(size_t n, size_t align);
 
 /* Out of address space: what is free goes back (direct reclaim); true when some came back
  * and the caller may retry once.  Never from a signal handler. */
-bool pcpm_reclaim_address_space(void);
+bool pcpm_reclaim_address_space(size_t n);
+/* The reclaims run (as_reclaims) into s; thread-safe, a relaxed read. */
+void pcpm_reclaim_stats_add(struct pcpm_stats *s);
 
 /* Counts an allocation outside the fast path (a page run too when run). */
 void pcpm_count_malloc(bool run);

@@ -318,10 +318,11 @@ int pcpm_posix_memalign(void **out, size_t align, size_t size)
 		return EINVAL;
 	void *p = pcpm_aligned_fast(MAX(align, 16), size);
 	if (!p) {
-		int e = errno;
 		p = aligned_slow(MAX(align, 16), size);
 		if (!p) {
-			errno = e;
+			/* glibc leaves ENOMEM in errno as well as returning it (its memalign sets
+			 * it), and programs test errno after a failed call; EINVAL leaves errno */
+			errno = ENOMEM;
 			return ENOMEM;
 		}
 	}

@@ -231,6 +231,24 @@ bool barn_holds(unsigned cls, const void *p)
 	return found;
 }
 
+size_t barn_cached_bytes(bool nowait)
+{
+	size_t bytes = 0;
+	for (int n = 0; n < MAX_NUMNODES; n++) {
+		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+			struct node_barn *b = barn_of(n, c);
+			if (!b || (nowait ? !pcpm_trylock(&b->lock) : (pcpm_lock(&b->lock), false)))
+				continue;
+			size_t objs = 0;
+			for (struct slab_sheaf *f = b->full; f; f = f->next)
+				objs += f->size;
+			pcpm_unlock(&b->lock);
+			bytes += objs * pcpm_class_size[c];
+		}
+	}
+	return bytes;
+}
+
 void barn_stats_add(struct pcpm_stats *s)
 {
 	struct lock_sum ls = { 0 };

@@ -63,6 +63,10 @@ bool barn_pending(void);
 /* Is p (an object of class cls) on a barn's full sheaf?  (double-free confirmation) */
 bool barn_holds(unsigned cls, const void *p);
 
+/* Bytes of the objects on every barn's full sheaves (mallinfo: free); nowait (a signal
+ * handler): a barn whose lock is taken counts as empty. */
+size_t barn_cached_bytes(bool nowait);
+
 /* barn_lock* statistics into s. */
 void barn_stats_add(struct pcpm_stats *s);
 

@@ -116,3 +116,20 @@ size_t pcpm_early_used(void)
 {
 	return atomic_load_explicit(&early_used, memory_order_relaxed);
 }
+
+size_t pcpm_early_live_bytes(void)
+{
+	size_t live = 0;
+	uint32_t end = atomic_load_explicit(&early_used, memory_order_acquire);
+	for (uint32_t off = 0; off + sizeof(struct early_hdr) <= end;) {
+		struct early_hdr *h = (struct early_hdr *)(early_base() + off);
+		uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+		/* a block being carved (its header not written yet) ends the walk */
+		if ((st != EARLY_LIVE && st != EARLY_FREE) || !h->size || h->size > EARLY_REENTRY_MAX)
+			break;
+		if (st == EARLY_LIVE)
+			live += h->size;
+		off += h->size + (uint32_t)sizeof(struct early_hdr);
+	}
+	return live;
+}

@@ -57,6 +57,9 @@ size_t pcpm_early_usable(const void *p, const char *call);
 void pcpm_early_free(void *p, const char *call);
 /* Bytes of the area handed out so far (headers included). */
 size_t pcpm_early_used(void);
+/* Usable bytes of the early blocks still live (mallinfo: in use; the area's other bytes
+ * are free).  A walk of the headers, lock-free: safe in signal handlers, a snapshot. */
+size_t pcpm_early_live_bytes(void);
 /* Blocks the area handed out and took back (the statistics count them as calls). */
 void pcpm_early_calls(uint64_t *allocs, uint64_t *frees);
 

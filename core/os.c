@@ -67,6 +67,54 @@ void pcpm_unlock_wake(pcpm_lock_t *l)
 	errno = saved_errno;
 }
 
+/*
+ * The memory system calls, made directly rather than through libc's mmap, munmap, mprotect,
+ * madvise and mremap: the start-up calls them under the init lock, and a program's preloaded
+ * wrapper of one of those names that looks its target up with dlsym would wait there for the
+ * loader's lock while another thread holds that lock and waits for the init lock (issue 26
+ * item 1; test_init_race wraps mmap).  Same results and errno as libc's.  Sanitizer builds
+ * keep libc's names: ASan and TSan watch mappings through their interceptors.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define os_mmap mmap
+#define os_munmap munmap
+#define os_mprotect mprotect
+#define os_madvise madvise
+#define os_mremap mremap
+#else
+static inline void *os_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static inline int os_munmap(void *addr, size_t len)
+{
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+static inline int os_mprotect(void *addr, size_t len, int prot)
+{
+	return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+static inline int os_madvise(void *addr, size_t len, int advice)
+{
+	return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
+static inline void *os_mremap(void *old, size_t oldlen, size_t len, int flags, ...)
+{
+	void *dst = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		dst = va_arg(ap, void *);
+		va_end(ap);
+	}
+	return (void *)syscall(SYS_mremap, old, oldlen, len, flags, dst);
+}
+#endif
+
 #ifdef PCPM_FAULT_INJECT
 /*
  * Out-of-memory injection, compiled into test builds only (meson's pcpcore_test library):
@@ -104,16 +152,16 @@ void *pcpm_os_reserve(size_t len, size_t align)
 	size_t over = len + (align > PAGE_SIZE ? align : 0);
 	if (FAULT(ENOMEM))
 		return NULL;
-	char *p = mmap(NULL, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *p = os_mmap(NULL, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	if (align <= PAGE_SIZE)
 		return p;
 	char *a = (char *)ALIGN_UP((uintptr_t)p, align);
 	if (a > p)
-		munmap(p, a - p);
+		os_munmap(p, a - p);
 	if (a + len < p + over)
-		munmap(a + len, (p + over) - (a + len));
+		os_munmap(a + len, (p + over) - (a + len));
 	return a;
 }
 
@@ -125,16 +173,26 @@ bool pcpm_os_reserve_at(void *p, size_t len)
 	if (FAULT(ENOMEM))
 		return false;
 	int e = errno;
-	char *q = mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+	char *q = os_mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
 		       -1, 0);
 	errno = e;
 	if (q == MAP_FAILED)
 		return false;
 	if (q != p) { /* a kernel that ignored the flag placed it elsewhere */
-		munmap(q, len);
+		os_munmap(q, len);
 		return false;
 	}
 	return true;
+}
+
+size_t pcpm_os_as_limit(void)
+{
+	struct rlimit rl;
+	/* the system call, not getrlimit(): no wrapper of the program's on a failing path */
+	if (syscall(SYS_prlimit64, 0, RLIMIT_AS, NULL, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < PCPM_USER_VA_BYTES)
+		return (size_t)rl.rlim_cur;
+	return PCPM_USER_VA_BYTES;
 }
 
 bool pcpm_os_as_limited(void)
@@ -148,7 +206,7 @@ bool pcpm_os_as_limited(void)
 
 bool pcpm_os_guard(void *p, size_t len)
 {
-	return mprotect(p, len, PROT_NONE) == 0;
+	return os_mprotect(p, len, PROT_NONE) == 0;
 }
 
 /*
@@ -169,7 +227,7 @@ bool pcpm_os_guard_install(void *p, size_t len)
 {
 	int m = atomic_load_explicit(&guard_madvise, memory_order_relaxed);
 	if (m != 0) {
-		if (madvise(p, len, MADV_GUARD_INSTALL) == 0) {
+		if (os_madvise(p, len, MADV_GUARD_INSTALL) == 0) {
 			if (m < 0)
 				atomic_store_explicit(&guard_madvise, 1, memory_order_release);
 			return true;
@@ -179,16 +237,16 @@ bool pcpm_os_guard_install(void *p, size_t len)
 	}
 	if (!atomic_load_explicit(&guard_mprotect, memory_order_relaxed))
 		atomic_store_explicit(&guard_mprotect, true, memory_order_release);
-	return mprotect(p, len, PROT_NONE) == 0;
+	return os_mprotect(p, len, PROT_NONE) == 0;
 }
 
 bool pcpm_os_guard_remove(void *p, size_t len)
 {
 	bool ok = true;
 	if (atomic_load_explicit(&guard_madvise, memory_order_acquire) > 0)
-		ok = madvise(p, len, MADV_GUARD_REMOVE) == 0;
+		ok = os_madvise(p, len, MADV_GUARD_REMOVE) == 0;
 	if (atomic_load_explicit(&guard_mprotect, memory_order_acquire))
-		ok = mprotect(p, len, PROT_READ | PROT_WRITE) == 0 && ok;
+		ok = os_mprotect(p, len, PROT_READ | PROT_WRITE) == 0 && ok;
 	return ok;
 }
 
@@ -197,7 +255,7 @@ bool pcpm_os_reserve_over(void *p, size_t len)
 	if (FAULT(ENOMEM))
 		return false;
 	int e = errno;
-	bool ok = mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+	bool ok = os_mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
 		       -1, 0) != MAP_FAILED;
 	errno = e;
 	return ok;
@@ -210,18 +268,18 @@ int pcpm_os_move_away(void *old, size_t len, void *dst)
 {
 	if (FAULT(ENOMEM))
 		return -1;
-	void *p = mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
+	void *p = os_mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, dst);
 	if (p != MAP_FAILED) {
 		/* old is still mapped, empty: swap it for a reservation in one call (MAP_FIXED
 		 * replaces; no window in which another mmap could take the range) */
 		if (pcpm_os_reserve_over(old, len))
 			return 1;
-		munmap(old, len); /* never leave it readable and writable */
+		os_munmap(old, len); /* never leave it readable and writable */
 		return 0;
 	}
 	if (errno != EINVAL)
 		return -1;
-	if (mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
+	if (os_mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED)
 		return -1;
 	return pcpm_os_reserve_at(old, len) ? 1 : 0;
 }
@@ -230,7 +288,7 @@ bool pcpm_os_commit(void *p, size_t len)
 {
 	if (FAULT(ENOMEM))
 		return false;
-	return mprotect(p, len, PROT_READ | PROT_WRITE) == 0;
+	return os_mprotect(p, len, PROT_READ | PROT_WRITE) == 0;
 }
 
 void *pcpm_os_map(size_t len, size_t align)
@@ -238,37 +296,37 @@ void *pcpm_os_map(size_t len, size_t align)
 	size_t over = len + (align > PAGE_SIZE ? align : 0);
 	if (FAULT(ENOMEM))
 		return NULL;
-	char *p = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p = os_mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	if (align <= PAGE_SIZE)
 		return p;
 	char *a = (char *)ALIGN_UP((uintptr_t)p, align);
 	if (a > p)
-		munmap(p, a - p);
+		os_munmap(p, a - p);
 	if (a + len < p + over)
-		munmap(a + len, (p + over) - (a + len));
+		os_munmap(a + len, (p + over) - (a + len));
 	return a;
 }
 
 void pcpm_os_unmap(void *p, size_t len)
 {
-	munmap(p, len);
+	os_munmap(p, len);
 }
 
 void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst)
 {
 	if (FAULT(ENOMEM))
 		return NULL;
-	void *p = dst ? mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
-		      : mremap(old, oldlen, len, 0);
+	void *p = dst ? os_mremap(old, oldlen, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst)
+		      : os_mremap(old, oldlen, len, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
 bool pcpm_os_purge(void *p, size_t len)
 {
 	int e = errno;
-	bool ok = !FAULT(EAGAIN) && madvise(p, len, MADV_DONTNEED) == 0;
+	bool ok = !FAULT(EAGAIN) && os_madvise(p, len, MADV_DONTNEED) == 0;
 	if (!ok)
 		pcpm_purge_errno = errno;
 	errno = e;
@@ -439,13 +497,16 @@ const char *pcpm_env_find(const char *const *entries, size_t n, const char *name
 }
 
 /* Reads a small file into buf with raw syscalls (no stdio: it would allocate). */
+/* System calls, not libc's open/read/close: this runs under the init lock, where a program's
+ * wrapper of those (one that looks its target up with dlsym) could wait for the loader's lock
+ * (issue 26 item 1), and they are cancellation points. */
 static ssize_t read_small_file(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, len - 1);
-	close(fd);
+	ssize_t n = syscall(SYS_read, fd, buf, len - 1);
+	syscall(SYS_close, fd);
 	if (n < 0)
 		return -1;
 	buf[n] = 0;
@@ -470,7 +531,7 @@ int pcpm_possible_cpus(void)
 	}
 	errno = e;
 	if (max < 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		long n = pcpm_sysconf(_SC_NPROCESSORS_ONLN);
 		max = n > 0 ? (int)n - 1 : 0;
 	}
 	return max + 1;
@@ -490,7 +551,7 @@ void *pcpm_os_map_shared_file(const char *path, size_t len)
 		return NULL;
 	void *p = MAP_FAILED;
 	if (ftruncate(fd, (off_t)len) == 0)
-		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		p = os_mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int e = errno;
 	if (p == MAP_FAILED)
 		unlink(path);
@@ -582,7 +643,8 @@ uint64_t pcpm_random64(void)
 		return r;
 	uint64_t two[2] = { 0, 0 };
 	int e = errno;
-	if (getrandom(two, sizeof(two), GRND_NONBLOCK) == sizeof(two)) {
+	/* the system call: start-up draws under the init lock (see read_small_file) */
+	if (syscall(SYS_getrandom, two, sizeof(two), GRND_NONBLOCK) == (long)sizeof(two)) {
 		atomic_store_explicit(&spare, two[1] | 1, memory_order_relaxed);
 		r = two[0];
 	} else {

@@ -117,6 +117,14 @@ void *pcpm_os_reserve(size_t len, size_t align);
 bool pcpm_os_reserve_at(void *p, size_t len);
 /* Is the address space limited (RLIMIT_AS, ulimit -v)?  Reservations then count in full. */
 bool pcpm_os_as_limited(void);
+/*
+ * The address space a process may map: bytes.  x86-64 and arm64 with 4-level page tables give
+ * user space 2^47 bytes (mmap never goes above that without an address hint, even with 5
+ * levels); RLIMIT_AS, when lower, caps it.  A request above it fails whatever the allocator
+ * gives back (issue 26 item 6).  Thread-safe; errno kept.
+ */
+#define PCPM_USER_VA_BYTES ((size_t)1 << 47)
+size_t pcpm_os_as_limit(void);
 bool pcpm_os_commit(void *p, size_t len);
 void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
@@ -202,6 +210,18 @@ const char *pcpm_env_find(const char *const *entries, size_t n, const char *name
 
 /* Number of possible CPUs (from /sys/devices/system/cpu/possible; no malloc). >= 1. */
 int pcpm_possible_cpus(void);
+/*
+ * sysconf() without the program's wrapper: glibc's own name for it, which a preloaded
+ * sysconf() does not replace.  The start-up calls it under the init lock, where a wrapper that
+ * looks its target up with dlsym would wait for the loader's lock while another thread holds
+ * that lock and waits for the init lock (issue 26 item 1; test_init_race).  Thread-safe; -1
+ * with errno as sysconf.
+ */
+long __sysconf(int name);
+static inline long pcpm_sysconf(int name)
+{
+	return __sysconf(name);
+}
 
 /*
  * A mapping of a file shared with other processes (the live page, live.h): creates path with

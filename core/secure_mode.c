@@ -314,7 +314,7 @@ static void *__malloc(size_t n)
 			bool run; /* a signal handler without a partial slab: a mapping */
 			if (!p && pcpm_nested())
 				p = secure_large_alloc(n, 0, &run);
-		} else if (n > PTRDIFF_MAX) {
+		} else if (n > PCPM_USER_VA_BYTES) { /* no mapping can hold it */
 			p = NULL;
 		} else {
 			bool run;
@@ -322,8 +322,8 @@ static void *__malloc(size_t n)
 			if (p && !pcpm_nested())
 				pcpm_count_malloc(run);
 		}
-		if (likely(p) || retried || n > PTRDIFF_MAX || pcpm_nested() ||
-		    !pcpm_reclaim_address_space())
+		if (likely(p) || retried || n > PCPM_USER_VA_BYTES || pcpm_nested() ||
+		    !pcpm_reclaim_address_space(n))
 			break;
 	}
 	if (unlikely(!p)) {
@@ -339,9 +339,12 @@ static void *__malloc(size_t n)
 
 static PCPM_NOINLINE void *malloc_inside(size_t n)
 {
+	int e = errno; /* a failed mapping before a success must not show (dfl_malloc_slow) */
 	PCPM_INSIDE_BEGIN();
 	void *p = __malloc(n);
 	PCPM_INSIDE_END();
+	if (likely(p))
+		errno = e;
 	return p;
 }
 

@@ -51,6 +51,9 @@ struct sheaf_pcs {
 	/* objects of this CPU's slabs taken from its inbox that main could not hold yet: a
 	 * chain (safe-linked), the lock holder's alone */
 	void *home;
+	/* objects on the home chain (about: the inbox's count when it was taken, which may
+	 * miss a push; mallinfo's free bytes), written under lock, read racily */
+	uint32_t home_n;
 } __attribute__((aligned(64)));
 
 enum { SHEAF_ALLOC = 1, SHEAF_FREE = 2 };
@@ -305,15 +308,20 @@ static inline void *home_next(void *o, unsigned cls)
 static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
 {
 	void *o = pcs->home;
+	uint32_t n = pcs->home_n;
 	if (!o && (o = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
 						memory_order_acquire)) != NULL) {
-		atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
+		n = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0,
+					     memory_order_relaxed);
 		pcs_cpu(pcs, cls)->inbox_drains++;
 	}
 	struct slab_sheaf *m = pcs->main;
-	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls))
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls)) {
 		m->objects[m->size++] = o;
+		n -= n > 0;
+	}
 	pcs->home = o;
+	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
 }
 
 /* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
@@ -325,6 +333,7 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 	};
 	unsigned nbuf = 0;
 	pcs->home = NULL;
+	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
 	for (unsigned k = 0; k < 2; k++) {
 		for (void *o = chain[k], *next; o; o = next) {
@@ -556,6 +565,32 @@ bool sheaf_holds(unsigned cls, const void *p)
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p);
+}
+
+size_t sheaf_cached_bytes(bool nowait)
+{
+	size_t bytes = 0;
+	for (int i = 0; i < pcpm_nr_cpus; i++) {
+		struct sheaf_cpu *sc = cpu_sheaf(i);
+		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
+			struct sheaf_pcs *pcs = &sc->pcs[c];
+			/* racy reads of another CPU's sheaves: they are never freed and a count
+			 * is one word, so a snapshot off by what moved meanwhile, never a bad
+			 * read (main and spare are set together at the slot's set-up) */
+			struct slab_sheaf *m = __atomic_load_n(&pcs->main, __ATOMIC_RELAXED);
+			struct slab_sheaf *sp = __atomic_load_n(&pcs->spare, __ATOMIC_RELAXED);
+			size_t n = (m ? MIN(__atomic_load_n(&m->size, __ATOMIC_RELAXED),
+					    pcpm_sheaf_cap[c])
+				      : 0) +
+				   (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED),
+					     pcpm_sheaf_cap[c])
+				       : 0) +
+				   __atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+				   atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed);
+			bytes += n * pcpm_class_size[c];
+		}
+	}
+	return bytes + barn_cached_bytes(nowait);
 }
 
 void sheaf_stats_add(struct pcpm_stats *s)

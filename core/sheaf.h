@@ -58,6 +58,13 @@ bool sheaf_pending(void);
 /* Is p (an object of class cls) on a CPU sheaf or in a barn?  (double-free confirmation) */
 bool sheaf_holds(unsigned cls, const void *p);
 
+/*
+ * Bytes of free objects the per-CPU level holds: every CPU's main and spare sheaves, home
+ * chains and inboxes, and the barns' full sheaves (mallinfo: cached objects are free, not in
+ * use).  Racy sums, a snapshot; nowait (a signal handler): a barn whose lock is taken counts
+ * as empty.  Thread-safe.
+ */
+size_t sheaf_cached_bytes(bool nowait);
 /* Counters (sheaf_*, barn_lock*) into s. */
 void sheaf_stats_add(struct pcpm_stats *s);
 

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "stat.h"
+#include "alloc_default.h"
 #include "config.h"
 #include "early.h"
 #include "huge.h"
@@ -23,8 +24,8 @@
 /* The layers, top down: each adds its own counters (thread caches, kmem_caches, pcps,
  * zones, huge mappings, the arenas' locks). */
 static void (*const layer_stats[])(struct pcpm_stats *) = {
-	tcache_stats_add, sheaf_stats_add, slab_stats_add, pcp_stats_add, zone_stats_add, huge_stats_add,
-	arena_stats_add,
+	pcpm_reclaim_stats_add, tcache_stats_add, sheaf_stats_add, slab_stats_add, pcp_stats_add,
+	zone_stats_add, huge_stats_add, arena_stats_add,
 };
 
 void pcpm_stats_read(struct pcpm_stats *s)

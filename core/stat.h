@@ -57,6 +57,8 @@
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
 	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \
+	X(as_reclaims)		/* address-space reclaims: every cache flushed after a mapping \
+				 * failed, when giving back could make the request fit */          \
 	X(huge_lock)		/* huge cache lock acquisitions (one lock) */                      \
 	X(huge_lock_contended)	/* ... that had to wait */                                         \
 	X(huge_lock_wait_ns)	/* time spent waiting for it */                                    \

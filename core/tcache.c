@@ -11,6 +11,9 @@
 #include <signal.h>
 #include <string.h>
 
+/* glibc's own name for pthread_key_create (exported, GLIBC_2.34) */
+int __pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
+
 /* The caches of threads that have not set theirs up yet, and of exited threads: empty stacks,
  * no room (see tcache_self).  Read-only: nothing writes them. */
 static struct tcache tc_uninit = {.state = TC_UNINIT};
@@ -76,7 +79,9 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 		mode_cap[c] = pcpm_cfg.tcache && mode_stacks ? (uint16_t)cap : 0;
 		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
 	}
-	pthread_key_create(&tc_key, tcache_thread_exit);
+	/* glibc's own name: a program's pthread_key_create() wrapper must not run under the init
+	 * lock (issue 26 item 1, as __sysconf in os.h) */
+	__pthread_key_create(&tc_key, tcache_thread_exit);
 }
 
 unsigned tcache_fbatch(void)

@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+long __sysconf(int name); /* glibc's, exported (GLIBC_2.2.5) */
+
 const char *pcpm_topology_source_name(int state)
 {
 	switch (state) {
@@ -26,9 +28,11 @@ const char *pcpm_topology_source_name(int state)
 
 void pcpm_provisional_cache(struct pcpm_cpu_cache *c, int nr_online)
 {
-	/* glibc answers these from its own cpuid data, without allocating */
-	long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+	/* glibc answers these from its own cpuid data, without allocating; through its own
+	 * name, which a program's sysconf() wrapper does not replace (this runs under the init
+	 * lock: a wrapper calling dlsym there deadlocked against a thread in dlsym, issue 26) */
+	long l2 = __sysconf(_SC_LEVEL2_CACHE_SIZE);
+	long l3 = __sysconf(_SC_LEVEL3_CACHE_SIZE);
 	*c = (struct pcpm_cpu_cache){ .package = -1, .core = -1, .node = -1, .node_os = -1 };
 	c->l2_bytes = l2 > 0 ? (size_t)l2 : 256 << 10;
 	c->l2_shared = 1;

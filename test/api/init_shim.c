@@ -1,6 +1,7 @@
 /*
- * init_shim.c - a preloaded tool's wrappers around libc functions that pcpmalloc calls while
- * it initialises (test_init_reentry).  Loaded before libpcpmalloc.so in LD_PRELOAD, so its
+ * init_shim.c - a preloaded tool's wrappers around libc functions that pcpmalloc called while
+ * it initialised (test_init_reentry, test_init_race); since issue 26 it calls none of them
+ * through these names (system calls, glibc's own __ names), so the wrappers count 0 calls.  Loaded before libpcpmalloc.so in LD_PRELOAD, so its
  * definitions win; each wrapper does what tracing tools do: allocates a 4 KiB record buffer,
  * looks its own optional hook up with dlsym (missing: dlsym allocates the error string),
  * finds the real function with dlsym(RTLD_NEXT) and calls it.
@@ -11,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +62,20 @@ int clock_gettime(clockid_t clock, struct timespec *ts)
 	return real(clock, ts);
 }
 
+/* ... nor of its mmap wrapper: pcpmalloc maps its memory with the system call (its start-up
+ * maps under the init lock) */
+int init_shim_mmap_calls;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	__atomic_fetch_add(&init_shim_mmap_calls, 1, __ATOMIC_RELAXED);
+	void *(*real)(void *, size_t, int, int, int, off_t) =
+		(void *(*)(void *, size_t, int, int, int, off_t))tool_prologue("mmap");
+	return real(addr, len, prot, flags, fd, off);
+}
+
+/* sysconf and pthread_key_create: pcpmalloc calls glibc's own __sysconf and
+ * __pthread_key_create, which these do not replace */
 long sysconf(int name)
 {
 	long (*real)(int) = (long (*)(int))tool_prologue("sysconf");

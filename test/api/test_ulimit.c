@@ -109,7 +109,8 @@ static void apis_when_exhausted(void)
 	void *q = (void *)0x1234;
 	errno = 77;
 	CHECK_EQ(posix_memalign(&q, 4096, big), ENOMEM);
-	CHECK(q == (void *)0x1234 && errno == 77);
+	/* glibc leaves ENOMEM in errno as well as returning it (issue 26 item 5) */
+	CHECK(q == (void *)0x1234 && errno == ENOMEM);
 	/* bad alignments are still EINVAL, not ENOMEM */
 	CHECK_EQ(posix_memalign(&q, 24, 16), EINVAL);
 	errno = 0;

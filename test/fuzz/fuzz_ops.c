@@ -321,8 +321,9 @@ static void op_alloc(struct fz_ctx *c, int op, int i)
 			return;
 		}
 		if (r) {
-			if (out != (void *)0x5a5a || errno != 4242)
-				fz_fail("posix_memalign failed and touched out or errno");
+			/* glibc: ENOMEM returned and left in errno (issue 26 item 5) */
+			if (out != (void *)0x5a5a || errno != r)
+				fz_fail("posix_memalign failed (%d): out %p, errno %d", r, out, errno);
 			check_result(NULL, align > FZ_POSSIBLE ? SIZE_MAX : size, r, call);
 			return;
 		}
