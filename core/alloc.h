@@ -54,10 +54,9 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call);
 static inline __attribute__((always_inline)) void pcpm_free_sized_call(void *p, size_t size,
 								       const char *call)
 {
-	size_t cls;
-	struct page *pg = __pcpm_free_fast_page(p, &cls);
+	struct page *pg = __pcpm_free_fast_page(p);
 	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, cls, call, pcpm_free_small_slow,
+		return __pcpm_free_to_cache(p, pg, call, pcpm_free_small_slow,
 					    pcpm_free_slab_checked);
 	return pcpm_free_sized_generic(p, size, call);
 }

@@ -192,6 +192,7 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		s->order = calculate_order(size);
 		s->objects = (uint32_t)((PAGE_SIZE << s->order) / size);
 		s->reciprocal = (uint32_t)((1ULL << 32) / size + 1);
+		s->lim_step = (uint32_t)((uint64_t)size * s->reciprocal - (1ULL << 32));
 		if (slab_flags & SLAB_FREELIST_RANDOM)
 			s->hidden = s->objects >= 3 ? 2 : 0; /* see slab_carve_random */
 		else if (slab_flags & SLAB_HIDE_FIRST)
@@ -242,6 +243,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
 		pg[i].fast_lim = 0;
+		pg[i].bin_off = (uint16_t)(s->cls * 16);
 	}
 	char *addr = page_address(pg);
 	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */
@@ -263,7 +265,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 	 * front end's stack (memcheck mode keeps 0: every free goes to its front end) */
 	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
 		for (unsigned i = 0; i < n; i++)
-			pg[i].fast_lim = (uint16_t)s->objects;
+			pg[i].fast_lim = slab_fast_lim(s, s->objects);
 }
 
 /*
@@ -325,15 +327,15 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 }
 
 /* Objects were carved from slab pg: every page's fast_lim follows carved, so frees of the
- * objects handed out so far take the fast path (pcpm_free_call), which checks the index
- * against fast_lim of the object's page alone.  Cache lock held.  Memcheck mode keeps 0:
+ * objects handed out so far take the fast path (pcpm_free_call), which checks the object
+ * against fast_lim of the object's page alone (slab_fast_lim).  Cache lock held.  Memcheck mode keeps 0:
  * its frees take the checked slow path (secure mode's slabs are carved whole in slab_init). */
 static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
 	if (unlikely(slab_flags))
 		return;
 	for (unsigned i = 0; i < 1u << s->order; i++)
-		pg[i].fast_lim = pg->carved;
+		pg[i].fast_lim = slab_fast_lim(s, pg->carved);
 }
 
 /* (few: the array is on the stack of a thread's first allocation, which may be a

@@ -54,6 +54,7 @@ struct kmem_cache {
 	uint32_t cls;	      /* index in pcpm_caches */
 	uint32_t hidden;      /* objects of a slab never handed out nor on its freelist
 			       * (SLAB_HIDE_FIRST's object 0, SLAB_FREELIST_RANDOM's two ends) */
+	uint32_t lim_step;    /* size * reciprocal - 2^32, in [1, size]: see slab_fast_lim */
 	/* written under lock */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	uint32_t nr_partial;  /* slabs on partial */
@@ -160,6 +161,20 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
  * that is not one of the class's (a corrupted cache).
  */
 void slab_free_bulk(unsigned cls, void *const *objs, unsigned n);
+
+/*
+ * The free fast path's object check (free_fast.h), Lemire's divisibility test on the product
+ * the index takes: for an offset soff < 2^17 from the slab's start, soff * reciprocal =
+ * idx * 2^32 + low, where low (the product's low 32 bits) is idx * lim_step when soff is
+ * idx objects exactly and at least reciprocal otherwise (reciprocal > lim_step * objects
+ * for every class: test_slab checks every class and offset).  So one compare,
+ * low < carved * lim_step, says "the start of one of the carved objects", and a bound of 0
+ * says "no object here" (pages that are no slab's).  The bound of a slab with carved objects.
+ */
+static inline uint32_t slab_fast_lim(const struct kmem_cache *s, unsigned carved)
+{
+	return carved * s->lim_step;
+}
 
 /*
  * Object index of p in its slab, or -1 when p is not the start of an object.  head is

@@ -122,6 +122,15 @@ static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache 
 	tc->free_calls++;
 }
 
+/* The stack at byte offset off of tc (a descriptor's bin_off: cls x 16). */
+static inline __attribute__((always_inline)) struct tcache_bin *tcache_bin_at(struct tcache *tc,
+									      size_t off)
+{
+	return (struct tcache_bin *)((char *)tc + off);
+}
+_Static_assert(sizeof(struct tcache_bin) == 16 && __builtin_offsetof(struct tcache, bins) == 0,
+	       "struct page's bin_off is cls x 16 from the start of a thread cache");
+
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
 static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {

@@ -69,6 +69,17 @@ int main(void)
 		CHECK((PAGE_SIZE << s->order) % s->size <= (PAGE_SIZE << s->order) / 2);
 		for (size_t off = 0; off < (PAGE_SIZE << s->order); off++)
 			CHECK_EQ((off * s->reciprocal) >> 32, off / s->size);
+		/* the free fast path's one compare (slab_fast_lim): for every offset of the slab
+		 * and every carved count, "an object's start, below carved" exactly */
+		CHECK(s->lim_step >= 1 && s->lim_step <= s->size);
+		for (uint32_t off = 0; off < (PAGE_SIZE << s->order); off++) {
+			uint32_t low = off * s->reciprocal;
+			if (off % s->size == 0 && off / s->size <= s->objects)
+				CHECK_EQ(low, (off / s->size) * s->lim_step);
+			else
+				CHECK(low >= slab_fast_lim(s, s->objects));
+			CHECK(!(low < slab_fast_lim(s, 0)));
+		}
 	}
 
 	/* bulk: objects distinct, inside a PG_SLAB page of the right class, index valid */
