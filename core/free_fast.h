@@ -23,7 +23,7 @@ static inline __attribute__((always_inline)) void
 __pcpm_free_to_cache(void *p, struct page *pg, const char *call, pcpm_free_small_fn *small,
 		     pcpm_free_checked_fn *checked)
 {
-	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+	if (unlikely(((uintptr_t *)p)[1] == PCPM_FREE_KEY))
 		return checked(p, pg->slab_head, call);
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = tcache_bin_at(tc, pg->bin_off);

@@ -15,7 +15,6 @@ struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
 uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
 uintptr_t pcpm_link_key PCPM_HOT;
-uintptr_t pcpm_free_key PCPM_HOT;
 
 void pcpm_freelist_corrupt(const char *call, const void *pos)
 {
@@ -119,7 +118,6 @@ void pcpm_slab_init(unsigned flags)
 {
 	slab_flags = flags;
 	pcpm_link_key = (uintptr_t)pcpm_random64();
-	pcpm_free_key = (uintptr_t)pcpm_random64();
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 		pcpm_class_size[c] = class_size_of(c);
 	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
@@ -166,14 +164,14 @@ static PCPM_NOINLINE PCPM_COLD void slab_carve_random(struct page *head, uint32_
 	if (head->flags & PG_DIRTY) /* pages never written since committed or purged: zero */
 		memset(head->addr, 0, (size_t)size * objects);
 	if (first) { /* the two kept back: marked free */
-		((uintptr_t *)head->addr)[1] = pcpm_free_key;
-		((uintptr_t *)(head->addr + (size_t)(objects - 1) * size))[1] = pcpm_free_key;
+		((uintptr_t *)head->addr)[1] = PCPM_FREE_KEY;
+		((uintptr_t *)(head->addr + (size_t)(objects - 1) * size))[1] = PCPM_FREE_KEY;
 	}
 	void *next = NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		char *o = head->addr + (size_t)order[i] * size;
 		fl_store(o, next);
-		((uintptr_t *)o)[1] = pcpm_free_key;
+		((uintptr_t *)o)[1] = PCPM_FREE_KEY;
 		next = o;
 	}
 	head->freelist = next;
@@ -430,7 +428,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 		}
 	}
 	for (unsigned i = 0; i < got; i++)
-		((uintptr_t *)objs[i])[1] = pcpm_free_key;
+		((uintptr_t *)objs[i])[1] = PCPM_FREE_KEY;
 	return got;
 }
 

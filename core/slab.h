@@ -89,10 +89,17 @@ extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
  * PROTECT_PTR (which uses ASLR bits only); the key makes it independent of ASLR.
  */
 extern uintptr_t pcpm_link_key PCPM_HIDDEN;
-/* The free mark: the second word of an object that is free (on a thread's stack, a slab's
- * freelist); free() of an object that carries it is checked for a double free.  Random per
- * process, set at init. */
-extern uintptr_t pcpm_free_key PCPM_HIDDEN;
+/*
+ * The free mark: the second word of an object that is free (on a thread's stack, a slab's
+ * freelist); free() of an object that carries it is checked for a double free.  A constant
+ * (a sign-extended 32-bit immediate: the fast paths compare and store it without a load,
+ * one instruction less per free).  It was random per process; knowing it buys an attacker
+ * nothing: a word that matches only sends a free to the full check, and a freed object
+ * whose mark was overwritten escapes the check whatever the mark's value.  A negative
+ * number that is no pointer and no small count, so live data rarely carries it (then the
+ * free is merely checked).
+ */
+#define PCPM_FREE_KEY ((uintptr_t)(intptr_t)(int32_t)0xa7c35e1dU)
 
 static inline uintptr_t fl_encode(const void *pos, const void *next)
 {
@@ -145,7 +152,7 @@ void pcpm_slab_init(unsigned flags);
 /*
  * Takes at least min and at most max objects of class cls into objs[] (fewer than min only
  * when memory is exhausted: 0 then) and returns how many; each is marked free (its second
- * word pcpm_free_key, the mark the double-free check reads).  Whole slab freelists are
+ * word PCPM_FREE_KEY, the mark the double-free check reads).  Whole slab freelists are
  * detached under the kmem_cache lock (SLUB's get_freelist) and walked, like never-used
  * objects, after it is dropped: no free object's memory is touched under the lock.
  * owner: the CPU slot + 1 whose sheaves take the objects, recorded in each slab taken from

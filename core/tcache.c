@@ -334,13 +334,13 @@ static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = tcache_self();
 	if (unlikely(pcpm_nested())) {
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		slab_free_nested(p, pcpm_page_of(p)->slab_head);
 		return;
 	}
 	tcache_ensure();
 	if (tc->state != TC_ACTIVE) {
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
 		sheaf_free_bulk(cls, &p, 1);
 		return;
@@ -349,7 +349,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		tcache_flush_full(tc, cls);
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		sheaf_free_bulk(cls, &p, 1);
 	}
 }
@@ -438,7 +438,7 @@ void tcache_flush_all(struct tcache *tc)
 		if (!p)
 			continue;
 		tc->ring[i] = NULL;
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		slab_free_bulk(tc->ring_cls[i], &p, 1);
 	}
 }

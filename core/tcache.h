@@ -100,7 +100,7 @@ static inline __attribute__((always_inline)) struct tcache *tcache_self(void)
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* One stack operation on bin b of tc (bins or sbins): pop needs a non-empty stack, push
- * room on it; the object's second word holds pcpm_free_key while it is on a stack. */
+ * room on it; the object's second word holds PCPM_FREE_KEY while it is on a stack. */
 static inline __attribute__((always_inline)) void *tcache_bin_pop(struct tcache *tc,
 								  struct tcache_bin *b)
 {
@@ -116,7 +116,7 @@ static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache 
 								  struct tcache_bin *b, void *p)
 {
 	void **t = b->top - 1;
-	((uintptr_t *)p)[1] = pcpm_free_key;
+	((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 	*t = p;
 	b->top = t;
 	tc->free_calls++;

@@ -92,7 +92,7 @@ int main(void)
 			unsigned got = slab_alloc_bulk(c, 5, 31, &objs[n], 0);
 			CHECK(got >= 5 && got <= 31);
 			for (unsigned i = 0; i < got; i++) /* marked free until handed out */
-				CHECK_EQ(((uintptr_t *)objs[n + i])[1], pcpm_free_key);
+				CHECK_EQ(((uintptr_t *)objs[n + i])[1], PCPM_FREE_KEY);
 			n += (int)got;
 		}
 		for (int i = 0; i < n; i++) {
@@ -122,7 +122,7 @@ int main(void)
 		for (int i = 0; i < n; i += 31) {
 			int k = n - i < 31 ? n - i : 31;
 			for (int j = 0; j < k; j++)
-				((uintptr_t *)objs[i + j])[1] = pcpm_free_key;
+				((uintptr_t *)objs[i + j])[1] = PCPM_FREE_KEY;
 			slab_free_bulk(c, &objs[i], (unsigned)k);
 		}
 		/* empty slabs went back to the pcp beyond min_partial */
