@@ -27,11 +27,15 @@ void *pcpm_malloc_slow(size_t n);
 
 static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 {
-	if (likely(n <= SLAB_MAX_SIZE)) {
-		void *p = tcache_pop(size_to_class(n));
-		if (likely(p))
-			return p;
-	}
+	void *p;
+	if (likely(n <= SMALL_LOOKUP_MAX))
+		p = tcache_pop_small(n);
+	else if (n <= SLAB_MAX_SIZE)
+		p = tcache_pop(size_to_class(n));
+	else
+		p = NULL;
+	if (likely(p))
+		return p;
 	return pcpm_malloc_slow(n);
 }
 

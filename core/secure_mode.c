@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void *pop_small(unsigned cls, size_
 	if (unlikely(tcache_bin_empty(b) || pcpm_nested()))
 		return NULL;
 	char *slot = *b->top++;
-	tc->malloc_calls++;
+	tc->pops++;
 	return slot_take(slot, cls, n, off, call);
 }
 
