@@ -4,7 +4,7 @@
  * (bench/fastpath runs it twice with different N and takes the difference, so start-up,
  * the live objects' allocation and teardown cancel out).
  *
- * Usage: fastpath_loop [-l LIVE] [-a ALIGN] [-s] [-d] SIZE N
+ * Usage: fastpath_loop [-l LIVE] [-a ALIGN] [-s] [-d] [-c] [-r] [-u] SIZE N
  *   -l LIVE   objects of SIZE allocated before the loop and freed after it (default 0).
  *             Real programs always hold some: with none, each free may empty the
  *             allocator's page (mimalloc then retires it on every pair).
@@ -15,10 +15,15 @@
  *   -d        allocate with operator new (_Znwm) and free with the sized operator delete
  *             (_ZdlPvm), looked up by name; exits 3 where the process has none (glibc
  *             alone: no C++ runtime is loaded)
+ *   -c        allocate with calloc(1, SIZE) instead of malloc (a pair, as the plain loop)
+ *   -r        one realloc per iteration that stays in SIZE's class: the block alternates
+ *             between SIZE and SIZE - 1 bytes (SIZE >= 2; not a pair: one call)
+ *   -u        one malloc_usable_size per iteration on a live block of SIZE (one call)
  * Links nothing but libc: every function beyond malloc/free is found with dlsym.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -87,6 +92,46 @@ static __attribute__((noinline)) void pairs_sized(size_t size, long n, sized_fre
 	}
 }
 
+static __attribute__((noinline)) void pairs_calloc(size_t size, long n)
+{
+	void *volatile sink = calloc(1, size);
+
+	free(sink);
+	for (long i = 0; i < n; i++) {
+		void *p = calloc(1, size);
+
+		sink = p;
+		free(p);
+	}
+}
+
+static __attribute__((noinline)) int calls_realloc(size_t size, long n)
+{
+	void *p = malloc(size);
+
+	for (long i = 0; i < n && p; i++) {
+		void *q = realloc(p, size - (i & 1));
+
+		if (q != p) { /* left its class: not the case this loop measures */
+			free(q);
+			return -1;
+		}
+	}
+	free(p);
+	return p ? 0 : -1;
+}
+
+static __attribute__((noinline)) size_t calls_usable(size_t size, long n)
+{
+	void *p = malloc(size);
+	size_t sum = 0;
+
+	for (long i = 0; i < n && p; i++)
+		sum += malloc_usable_size(p);
+	free(p);
+	return sum;
+}
+
 static __attribute__((noinline)) int pairs_aligned(size_t size, long n, size_t align)
 {
 	void *volatile sink;
@@ -121,9 +166,9 @@ int main(int argc, char **argv)
 {
 	long live = 0;
 	size_t align = 0;
-	int sized = 0, cxx = 0, c;
+	int sized = 0, cxx = 0, zero = 0, resize = 0, usable = 0, c;
 
-	while ((c = getopt(argc, argv, "l:a:sd")) != -1) {
+	while ((c = getopt(argc, argv, "l:a:sdcru")) != -1) {
 		switch (c) {
 		case 'l':
 			live = strtol(optarg, NULL, 0);
@@ -136,6 +181,15 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			cxx = 1;
+			break;
+		case 'c':
+			zero = 1;
+			break;
+		case 'r':
+			resize = 1;
+			break;
+		case 'u':
+			usable = 1;
 			break;
 		default:
 			goto usage;
@@ -178,6 +232,14 @@ int main(int argc, char **argv)
 	}
 	if (cxx)
 		pairs_cxx(size, n, cnew, sfree);
+	else if (zero)
+		pairs_calloc(size, n);
+	else if (resize && (size < 2 || calls_realloc(size, n)))
+		return 1;
+	else if (usable)
+		printf("usable-sum=%zu\n", calls_usable(size, n));
+	else if (resize)
+		;
 	else if (align && pairs_aligned(size, n, align))
 		return 1;
 	else if (!align && sfree)
@@ -193,6 +255,6 @@ int main(int argc, char **argv)
 	free(hold);
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [-l LIVE] [-a ALIGN] [-s] [-d] SIZE N\n", argv[0]);
+	fprintf(stderr, "usage: %s [-l LIVE] [-a ALIGN] [-s] [-d] [-c] [-r] [-u] SIZE N\n", argv[0]);
 	return 2;
 }

@@ -17,6 +17,9 @@
 #define PCPM_ALLOC_H
 
 #include "alloc_default.h"
+#include "init.h"
+
+#include <string.h>
 
 /*
  * The entries below the inline fast paths (api.c): each makes the one choice of mode -
@@ -27,11 +30,15 @@ void *pcpm_malloc_slow(size_t n);
 
 static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 {
-	if (likely(n <= SLAB_MAX_SIZE)) {
-		void *p = tcache_pop(size_to_class(n));
-		if (likely(p))
-			return p;
-	}
+	void *p;
+	if (likely(n <= SMALL_LOOKUP_MAX))
+		p = tcache_pop_small(n);
+	else if (n <= SLAB_MAX_SIZE)
+		p = tcache_pop(size_to_class(n));
+	else
+		p = NULL;
+	if (likely(p))
+		return p;
 	return pcpm_malloc_slow(n);
 }
 
@@ -54,10 +61,9 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call);
 static inline __attribute__((always_inline)) void pcpm_free_sized_call(void *p, size_t size,
 								       const char *call)
 {
-	size_t cls;
-	struct page *pg = __pcpm_free_fast_page(p, &cls);
+	struct page *pg = __pcpm_free_fast_page(p);
 	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, cls, call, pcpm_free_small_slow,
+		return __pcpm_free_to_cache(p, pg, call, pcpm_free_small_slow,
 					    pcpm_free_slab_checked);
 	return pcpm_free_sized_generic(p, size, call);
 }
@@ -84,8 +90,58 @@ static inline __attribute__((always_inline)) void *pcpm_aligned_fast(size_t alig
 	return NULL;
 }
 
-void *pcpm_calloc(size_t nmemb, size_t size);
-void *pcpm_realloc(void *p, size_t size);
+/*
+ * calloc: a small request (1 to SMALL_LOOKUP_MAX bytes) from the thread cache, zeroed inline
+ * up to 64 bytes with 16-byte stores over the request rounded up to 16 (every class is a
+ * multiple of 16, and stores from both ends overlap where the size is not a multiple of
+ * 32), by memset above; everything else (overflow, 0 and larger sizes, an empty stack, the
+ * other modes, whose fast stacks are empty) in pcpm_calloc_slow.
+ */
+void *pcpm_calloc_slow(size_t nmemb, size_t size);
+
+static inline __attribute__((always_inline)) void *pcpm_calloc(size_t nmemb, size_t size)
+{
+	typedef char v16 __attribute__((vector_size(16), may_alias, aligned(16)));
+	size_t n;
+	if (likely(!__builtin_mul_overflow(nmemb, size, &n) && n - 1 < SMALL_LOOKUP_MAX)) {
+		struct tcache *tc = tcache_self();
+		size_t i = (n + 15) >> 4; /* 16-byte steps, as the direct table's index */
+		struct tcache_bin *b = tc->direct[i];
+		if (likely(!tcache_bin_empty(b))) {
+			char *p = tcache_bin_take(tc, b); /* the stores below clear the mark */
+			*(v16 *)p = (v16){0};
+			*(v16 *)(p + i * 16 - 16) = (v16){0};
+			if (unlikely(n > 32)) {
+				if (n > 64)
+					return memset(p, 0, n);
+				*(v16 *)(p + 16) = (v16){0};
+				*(v16 *)(p + i * 16 - 32) = (v16){0};
+			}
+			return p;
+		}
+	}
+	return pcpm_calloc_slow(nmemb, size);
+}
+
+/*
+ * realloc: a valid slab object whose new size keeps its class stays where it is, inline
+ * (the free fast path's checks, the class table, the free mark: a freed object goes to
+ * the slow path's double-free check), in the default mode only (the front ends see every
+ * realloc); everything else in pcpm_realloc_slow.
+ */
+void *pcpm_realloc_slow(void *p, size_t size);
+
+static inline __attribute__((always_inline)) void *pcpm_realloc(void *p, size_t size)
+{
+	struct page *pg = __pcpm_free_fast_page(p);
+	if (likely(pg) && likely(size - 1 < SMALL_LOOKUP_MAX) &&
+	    likely(pcpm_small_class[(size + 15) >> 4] == pg->cls) &&
+	    likely(((uintptr_t *)p)[1] != PCPM_FREE_KEY) &&
+	    likely(atomic_load_explicit(&pcpm_mode, memory_order_relaxed) == PCPM_MODE_DEFAULT))
+		return p;
+	return pcpm_realloc_slow(p, size);
+}
+
 void *pcpm_reallocarray(void *p, size_t nmemb, size_t size);
 /* align: power of two (memalign rounds others up); NULL + EINVAL when unusable. */
 void *pcpm_memalign(size_t align, size_t size);
@@ -93,8 +149,19 @@ int pcpm_posix_memalign(void **out, size_t align, size_t size);
 void *pcpm_aligned_alloc(size_t align, size_t size);
 void *pcpm_valloc(size_t size);
 void *pcpm_pvalloc(size_t size);
-/* Usable bytes of a live block; 0 for NULL; aborts on a pointer that is not a block. */
-size_t pcpm_usable_size(const void *p);
+/* Usable bytes of a live block; 0 for NULL; aborts on a pointer that is not a block.  A
+ * slab object inline (the free fast path's checks, then its class size), except in secure
+ * mode (its usable size is the request's). */
+size_t pcpm_usable_size_slow(const void *p);
+
+static inline __attribute__((always_inline)) size_t pcpm_usable_size(const void *p)
+{
+	struct page *pg = __pcpm_free_fast_page((void *)p);
+	if (likely(pg) &&
+	    likely(atomic_load_explicit(&pcpm_mode, memory_order_relaxed) != PCPM_MODE_SECURE))
+		return pcpm_class_size[pg->cls];
+	return pcpm_usable_size_slow(p);
+}
 /* Drains pcps, flushes this thread's cache, frees empty slabs, purges free memory.
  * Returns 1 when memory went back to the OS. */
 int pcpm_trim(size_t pad);

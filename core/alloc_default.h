@@ -62,11 +62,15 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi);
 
 static inline __attribute__((always_inline)) void *dfl_malloc(size_t n)
 {
-	if (likely(n <= SLAB_MAX_SIZE)) {
-		void *p = tcache_pop(size_to_class(n));
-		if (likely(p))
-			return p;
-	}
+	void *p;
+	if (likely(n <= SMALL_LOOKUP_MAX))
+		p = tcache_pop_small(n);
+	else if (n <= SLAB_MAX_SIZE)
+		p = tcache_pop(size_to_class(n));
+	else
+		p = NULL;
+	if (likely(p))
+		return p;
 	return dfl_malloc_slow(n);
 }
 

@@ -163,7 +163,7 @@ void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
 
 /* ---- calloc, realloc, usable size ------------------------------------------------------ */
 
-void *pcpm_calloc(size_t nmemb, size_t size)
+void *pcpm_calloc_slow(size_t nmemb, size_t size)
 {
 	size_t n; /* the overflow check common to every mode */
 	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
@@ -205,7 +205,7 @@ static PCPM_NOINLINE void *realloc_start(void *p, size_t size)
 	return q;
 }
 
-void *pcpm_realloc(void *p, size_t size)
+void *pcpm_realloc_slow(void *p, size_t size)
 {
 	/* the cases common to every mode (glibc's): realloc(NULL, n) is malloc, realloc(p, 0)
 	 * frees p and returns NULL; the front ends see p != NULL, 0 < size <= PTRDIFF_MAX */
@@ -245,7 +245,7 @@ void *pcpm_reallocarray(void *p, size_t nmemb, size_t size)
 	return pcpm_realloc(p, n);
 }
 
-size_t pcpm_usable_size(const void *p)
+size_t pcpm_usable_size_slow(const void *p)
 {
 	if (!p)
 		return 0;

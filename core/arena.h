@@ -81,7 +81,11 @@ struct page {
 	 * slab, where frees on other CPUs send them back (sheaf.c: objects go home); written
 	 * without a lock, a routing hint only (relaxed atomics) */
 	uint32_t slab_owner;
-	uint32_t pad;
+	/* SLAB, every page: the free fast path's bound, carved x the cache's lim_step (0 on
+	 * every page that is not a slab's, and in memcheck mode): an offset soff from addr is
+	 * a carved object's start exactly when (uint32_t)(soff * reciprocal) < fast_lim
+	 * (slab.h: slab_fast_lim).  Written under the cache lock, read without it. */
+	uint32_t fast_lim;
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
 	char *addr;		       /* SLAB, every page: address of the slab's first byte */
 	union {
@@ -95,12 +99,10 @@ struct page {
 	uint8_t flags;		       /* PG_DIRTY */
 	uint8_t cls;		       /* SLAB: size class index */
 	uint8_t arena;		       /* index of the owning arena */
-	/* SLAB, every page: the head's carved, mirrored after each carving (under the cache
-	 * lock; read without it by the free fast path, which then needs only this page's
-	 * descriptor line: addr, reciprocal, cls and this, no slab_head).  0 in secure and
-	 * memcheck mode and on every page that is not a slab's, so the fast path's index
-	 * check fails there and the slow path classifies the pointer. */
-	uint16_t fast_lim;
+	/* SLAB, every page: cls x 16, the byte offset of the class's stack in a thread cache
+	 * (tcache.h: struct tcache_bin is 16 bytes, bins[] its first field), so the free fast
+	 * path indexes the cache without scaling the class */
+	uint16_t bin_off;
 } __attribute__((aligned(64)));
 
 #define MAX_ARENAS 64

@@ -101,7 +101,7 @@ static inline __attribute__((always_inline)) void free_slab(void *p, struct page
 {
 	if (unlikely(slab_obj_index(head, p) < 0))
 		pcpm_bad_pointer(call, p);
-	__pcpm_free_to_cache(p, head, head->cls, call, tcache_free_slow, dfl_free_slab_checked);
+	__pcpm_free_to_cache(p, head, call, tcache_free_slow, dfl_free_slab_checked);
 }
 
 void dfl_free_generic(void *p, const char *call)

@@ -17,37 +17,49 @@ typedef void pcpm_free_small_fn(void *p, unsigned cls);
 typedef void pcpm_free_checked_fn(void *p, struct page *head, const char *call);
 typedef void pcpm_free_generic_fn(void *p, const char *call);
 
-/* A validated slab object p of class cls on page pg (any page of its slab) into the thread
- * cache. */
+/* A validated slab object p on page pg (any page of its slab) into the thread cache: the
+ * stack at pg->bin_off, with the class only for the slow parts. */
 static inline __attribute__((always_inline)) void
-__pcpm_free_to_cache(void *p, struct page *pg, size_t cls, const char *call,
-		     pcpm_free_small_fn *small, pcpm_free_checked_fn *checked)
+__pcpm_free_to_cache(void *p, struct page *pg, const char *call, pcpm_free_small_fn *small,
+		     pcpm_free_checked_fn *checked)
 {
-	if (unlikely(((uintptr_t *)p)[1] == pcpm_free_key))
+	if (unlikely(((uintptr_t *)p)[1] == PCPM_FREE_KEY))
 		return checked(p, pg->slab_head, call);
-	if (likely(tcache_push(p, (unsigned)cls)))
-		return;
-	return small(p, (unsigned)cls);
+	struct tcache *tc = tcache_self();
+	struct tcache_bin *b = tcache_bin_at(tc, pg->bin_off);
+	if (likely(!tcache_bin_full(b)))
+		return tcache_bin_push(tc, b, p);
+	return small(p, pg->cls);
 }
 
 /*
  * The fast path's validation: the descriptor of p's page when p is the start of a slab object
- * the fast path may free (one descriptor line read: every page of a slab carries addr,
- * reciprocal, cls and fast_lim, the objects carved so far: no slab_head load, no second line
- * for slabs of 2+ pages; a page that is no slab's has fast_lim 0), else NULL (NULL included).
- * *cls: the object's class when the page is returned.
+ * the fast path may free, else NULL (NULL included).  One descriptor line read: every page
+ * of a slab carries addr, reciprocal, fast_lim and bin_off (no slab_head load, no second
+ * line for slabs of 2+ pages), and one compare checks "object start" and "carved" together
+ * (slab_fast_lim; fast_lim is 0 on a page that is no slab's).  p's offset from addr is below
+ * 2^17 on a slab's page, so its low 32 bits are the offset.
  */
-static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p,
-										    size_t *cls)
+static inline __attribute__((always_inline)) size_t __arena0_committed_racy(void)
+{
+	/* A racy read, as the relaxed load it stands for (the arena grows and shrinks under
+	 * the zone lock; a free of memory committed or given back meanwhile is no valid free
+	 * of a block this thread got): a plain one, so the compare reads it from memory
+	 * without a load of its own; the atomic load in TSan builds. */
+#ifdef __SANITIZE_THREAD__
+	return atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed);
+#else
+	return *(const size_t *)&pcpm_arena0.committed;
+#endif
+}
+
+static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p)
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
-	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
+	if (likely(off < __arena0_committed_racy())) {
 		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		size_t soff = (size_t)((const char *)p - pg->addr);
-		size_t idx = (soff * pg->reciprocal) >> 32;
-		size_t c = pg->cls; /* read once: one register for the size lookup and the bin */
-		*cls = c;
-		if (likely(idx < pg->fast_lim) && likely(idx * pcpm_class_size[c] == soff))
+		uint32_t soff = (uint32_t)((uintptr_t)p - (uintptr_t)pg->addr);
+		if (likely(soff * pg->reciprocal < pg->fast_lim))
 			return pg;
 	}
 	return NULL;
@@ -61,10 +73,9 @@ static inline __attribute__((always_inline)) void
 __pcpm_free_call(void *p, const char *call, pcpm_free_small_fn *small,
 		 pcpm_free_checked_fn *checked, pcpm_free_generic_fn *generic)
 {
-	size_t cls;
-	struct page *pg = __pcpm_free_fast_page(p, &cls);
+	struct page *pg = __pcpm_free_fast_page(p);
 	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, cls, call, small, checked);
+		return __pcpm_free_to_cache(p, pg, call, small, checked);
 	return generic(p, call);
 }
 

@@ -24,7 +24,7 @@ static size_t fillable(void *p, size_t *skip)
 	struct page *pg = pcpm_page_of(p);
 	if (pg && pg->state == PG_SLAB) {
 		struct page *head = pg->slab_head;
-		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == pcpm_free_key)
+		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == PCPM_FREE_KEY)
 			return 0;
 		*skip = 16; /* link and free mark */
 		return slab_cache_of(head)->size;

@@ -28,7 +28,7 @@ static void *__realloc(void *p, size_t size)
 	if (unlikely(pcpm_nested())) {
 		/* a signal handler: every realloc moves, with the checks of malloc and free */
 		if (pg && pg->state == PG_SLAB && slab_obj_index(pg->slab_head, p) >= 0 &&
-		    ((uintptr_t *)p)[1] == pcpm_free_key)
+		    ((uintptr_t *)p)[1] == PCPM_FREE_KEY)
 			tcache_check_double_free(p, pg->slab_head, "realloc");
 		/* a freed page run or huge mapping: a double free, as the default mode says */
 		if (pg && pg->state != PG_SLAB && (pg->state != PG_LARGE || p != page_address(pg)))
@@ -44,7 +44,7 @@ static void *__realloc(void *p, size_t size)
 		struct page *head = pg->slab_head;
 		if (slab_obj_index(head, p) < 0)
 			pcpm_bad_pointer("realloc", p);
-		if (((uintptr_t *)p)[1] == pcpm_free_key)
+		if (((uintptr_t *)p)[1] == PCPM_FREE_KEY)
 			tcache_check_double_free(p, head, "realloc");
 		size_t usable = slab_cache_of(head)->size;
 		/* same class, or shrinking by less than half: stay */

@@ -19,7 +19,7 @@
  *    first SECURE_CANARY_CHECK bytes and its last two words; the last two words of a slot
  *    are canary or zero in every state, so free() checks the previous slot's too, and the
  *    next slot's first two words (a link, a size word or zero; its mark);
- *  - a free slot reads zero except its first two words (free-list link, pcpm_free_key: the
+ *  - a free slot reads zero except its first two words (free-list link, PCPM_FREE_KEY: the
  *    free mark a second free finds); free() zeroes it, malloc() checks that it still is zero
  *    (a write after free is reported when the slot is handed out again) and hands out zeroed
  *    memory, so calloc clears nothing.

@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void slot_check_free(char *slot, si
 {
 	uint64_t mark = secure_load64(slot + 8);
 	char *e = written_end_of(slot, size, off, n);
-	if (unlikely((mark && mark != pcpm_free_key) || !secure_is_zero(slot + 16, e) ||
+	if (unlikely((mark && mark != PCPM_FREE_KEY) || !secure_is_zero(slot + 16, e) ||
 		     (secure_load64(slot + size - 16) | secure_load64(slot + size - 8))))
 		secure_uaf(slot + SECURE_HDR, call);
 }
@@ -71,7 +71,7 @@ static inline __attribute__((always_inline)) void *pop_small(unsigned cls, size_
 	if (unlikely(tcache_bin_empty(b) || pcpm_nested()))
 		return NULL;
 	char *slot = *b->top++;
-	tc->malloc_calls++;
+	tc->pops++;
 	return slot_take(slot, cls, n, off, call);
 }
 
@@ -173,7 +173,7 @@ static void small_check(char *p, struct page *head, const char *call, struct sma
 		pcpm_bad_pointer(call, p);
 	uint64_t c = secure_canary(slot), mark = secure_load64(slot + 8);
 	if (unlikely(mark != c)) {
-		if (mark == pcpm_free_key || !mark)
+		if (mark == PCPM_FREE_KEY || !mark)
 			off == SECURE_HDR || !(off & (off - 1)) ? secure_double_free(p, call)
 								 : pcpm_bad_pointer(call, p);
 		secure_underflow(p, call);
@@ -225,7 +225,7 @@ static void small_check_neighbours(const struct small *b, struct page *head, con
 		uint64_t mark = load_word(next + 8), w = load_word(next);
 		uint64_t link = w ^ (uintptr_t)next ^ pcpm_link_key;
 		uint64_t sw = w ^ (uintptr_t)(next + SECURE_HDR) ^ pcpm_secure_keys.size;
-		bool mark_ok = !mark || mark == pcpm_free_key || mark == secure_canary(next);
+		bool mark_ok = !mark || mark == PCPM_FREE_KEY || mark == secure_canary(next);
 		bool word_ok = !w || (!(link & 15) && link < (1ULL << 47)) ||
 			       (sw >> 32 == SECURE_HDR && (uint32_t)sw + SECURE_SMALL_EXTRA <= b->size);
 		if (unlikely(!mark_ok || !word_ok))
@@ -252,7 +252,7 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 		secure_size_mismatch(p, size, b.n, call);
 	small_check_neighbours(&b, head, p, call);
 	tcache_count(true);
-	__atomic_store_n((uint64_t *)(b.slot + 8), pcpm_free_key, __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(b.slot + 8), PCPM_FREE_KEY, __ATOMIC_RELAXED);
 	/* the padding in front of an aligned block stayed zero: from its header on */
 	secure_zero(b.off > SECURE_HDR ? p - SECURE_HDR : b.slot + 16, written_end(&b));
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 16), 0, __ATOMIC_RELAXED);

@@ -26,7 +26,7 @@
  * barn go back to the slabs, so an idle process's memory flows on to the pcp, the zone and
  * the purge.
  *
- * Every object on a sheaf carries pcpm_free_key's mark in its second word.  Sheaves are
+ * Every object on a sheaf carries PCPM_FREE_KEY's mark in its second word.  Sheaves are
  * allocator metadata and are never freed: empty ones wait in their node's barn.  Lock order:
  * sheaf lock, barn lock, kmem_cache lock (then the pcp and zone locks the slab level takes).
  * setup_lock is never taken under a sheaf lock.

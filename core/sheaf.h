@@ -30,7 +30,7 @@ void pcpm_sheaf_init(bool on);
 
 /*
  * slab_alloc_bulk / slab_free_bulk through the calling CPU's sheaves (slab.h): up to want
- * objects into objs[] (each marked free: pcpm_free_key in its second word) and how many,
+ * objects into objs[] (each marked free: PCPM_FREE_KEY in its second word) and how many,
  * 0 when memory is exhausted; n objects of class cls given back from objs[] (each carrying
  * the mark, validated by the caller; the array is copied, not kept).  The CPU's sheaf lock
  * is a trylock: when another thread holds it, the slabs serve the call directly.

@@ -15,7 +15,6 @@ struct kmem_cache pcpm_caches[NR_SIZE_CLASSES];
 uint8_t pcpm_small_class[NR_SMALL_LOOKUP] PCPM_HOT;
 uint32_t pcpm_class_size[NR_SIZE_CLASSES] PCPM_HOT;
 uintptr_t pcpm_link_key PCPM_HOT;
-uintptr_t pcpm_free_key PCPM_HOT;
 
 void pcpm_freelist_corrupt(const char *call, const void *pos)
 {
@@ -119,7 +118,6 @@ void pcpm_slab_init(unsigned flags)
 {
 	slab_flags = flags;
 	pcpm_link_key = (uintptr_t)pcpm_random64();
-	pcpm_free_key = (uintptr_t)pcpm_random64();
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
 		pcpm_class_size[c] = class_size_of(c);
 	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
@@ -166,14 +164,14 @@ static PCPM_NOINLINE PCPM_COLD void slab_carve_random(struct page *head, uint32_
 	if (head->flags & PG_DIRTY) /* pages never written since committed or purged: zero */
 		memset(head->addr, 0, (size_t)size * objects);
 	if (first) { /* the two kept back: marked free */
-		((uintptr_t *)head->addr)[1] = pcpm_free_key;
-		((uintptr_t *)(head->addr + (size_t)(objects - 1) * size))[1] = pcpm_free_key;
+		((uintptr_t *)head->addr)[1] = PCPM_FREE_KEY;
+		((uintptr_t *)(head->addr + (size_t)(objects - 1) * size))[1] = PCPM_FREE_KEY;
 	}
 	void *next = NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		char *o = head->addr + (size_t)order[i] * size;
 		fl_store(o, next);
-		((uintptr_t *)o)[1] = pcpm_free_key;
+		((uintptr_t *)o)[1] = PCPM_FREE_KEY;
 		next = o;
 	}
 	head->freelist = next;
@@ -192,6 +190,7 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		s->order = calculate_order(size);
 		s->objects = (uint32_t)((PAGE_SIZE << s->order) / size);
 		s->reciprocal = (uint32_t)((1ULL << 32) / size + 1);
+		s->lim_step = (uint32_t)((uint64_t)size * s->reciprocal - (1ULL << 32));
 		if (slab_flags & SLAB_FREELIST_RANDOM)
 			s->hidden = s->objects >= 3 ? 2 : 0; /* see slab_carve_random */
 		else if (slab_flags & SLAB_HIDE_FIRST)
@@ -242,6 +241,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
 		pg[i].fast_lim = 0;
+		pg[i].bin_off = (uint16_t)(s->cls * 16);
 	}
 	char *addr = page_address(pg);
 	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */
@@ -263,7 +263,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 	 * front end's stack (memcheck mode keeps 0: every free goes to its front end) */
 	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
 		for (unsigned i = 0; i < n; i++)
-			pg[i].fast_lim = (uint16_t)s->objects;
+			pg[i].fast_lim = slab_fast_lim(s, s->objects);
 }
 
 /*
@@ -341,15 +341,15 @@ static inline bool slab_has_free(struct kmem_cache *s, struct page *pg)
 }
 
 /* Objects were carved from slab pg: every page's fast_lim follows carved, so frees of the
- * objects handed out so far take the fast path (pcpm_free_call), which checks the index
- * against fast_lim of the object's page alone.  Cache lock held.  Memcheck mode keeps 0:
+ * objects handed out so far take the fast path (pcpm_free_call), which checks the object
+ * against fast_lim of the object's page alone (slab_fast_lim).  Cache lock held.  Memcheck mode keeps 0:
  * its frees take the checked slow path (secure mode's slabs are carved whole in slab_init). */
 static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
 	if (unlikely(slab_flags))
 		return;
 	for (unsigned i = 0; i < 1u << s->order; i++)
-		pg[i].fast_lim = pg->carved;
+		pg[i].fast_lim = slab_fast_lim(s, pg->carved);
 }
 
 /* (few: the array is on the stack of a thread's first allocation, which may be a
@@ -454,7 +454,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 		}
 	}
 	for (unsigned i = 0; i < got; i++)
-		((uintptr_t *)objs[i])[1] = pcpm_free_key;
+		((uintptr_t *)objs[i])[1] = PCPM_FREE_KEY;
 	return got;
 }
 

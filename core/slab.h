@@ -54,6 +54,7 @@ struct kmem_cache {
 	uint32_t cls;	      /* index in pcpm_caches */
 	uint32_t hidden;      /* objects of a slab never handed out nor on its freelist
 			       * (SLAB_HIDE_FIRST's object 0, SLAB_FREELIST_RANDOM's two ends) */
+	uint32_t lim_step;    /* size * reciprocal - 2^32, in [1, size]: see slab_fast_lim */
 	/* written under lock */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	uint32_t nr_partial;  /* slabs on partial */
@@ -88,10 +89,17 @@ extern uint32_t pcpm_class_size[NR_SIZE_CLASSES];
  * PROTECT_PTR (which uses ASLR bits only); the key makes it independent of ASLR.
  */
 extern uintptr_t pcpm_link_key PCPM_HIDDEN;
-/* The free mark: the second word of an object that is free (on a thread's stack, a slab's
- * freelist); free() of an object that carries it is checked for a double free.  Random per
- * process, set at init. */
-extern uintptr_t pcpm_free_key PCPM_HIDDEN;
+/*
+ * The free mark: the second word of an object that is free (on a thread's stack, a slab's
+ * freelist); free() of an object that carries it is checked for a double free.  A constant
+ * (a sign-extended 32-bit immediate: the fast paths compare and store it without a load,
+ * one instruction less per free).  It was random per process; knowing it buys an attacker
+ * nothing: a word that matches only sends a free to the full check, and a freed object
+ * whose mark was overwritten escapes the check whatever the mark's value.  A negative
+ * number that is no pointer and no small count, so live data rarely carries it (then the
+ * free is merely checked).
+ */
+#define PCPM_FREE_KEY ((uintptr_t)(intptr_t)(int32_t)0xa7c35e1dU)
 
 static inline uintptr_t fl_encode(const void *pos, const void *next)
 {
@@ -144,7 +152,7 @@ void pcpm_slab_init(unsigned flags);
 /*
  * Takes at least min and at most max objects of class cls into objs[] (fewer than min only
  * when memory is exhausted: 0 then) and returns how many; each is marked free (its second
- * word pcpm_free_key, the mark the double-free check reads).  Whole slab freelists are
+ * word PCPM_FREE_KEY, the mark the double-free check reads).  Whole slab freelists are
  * detached under the kmem_cache lock (SLUB's get_freelist) and walked, like never-used
  * objects, after it is dropped: no free object's memory is touched under the lock.
  * owner: the CPU slot + 1 whose sheaves take the objects, recorded in each slab taken from
@@ -160,6 +168,20 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
  * that is not one of the class's (a corrupted cache).
  */
 void slab_free_bulk(unsigned cls, void *const *objs, unsigned n);
+
+/*
+ * The free fast path's object check (free_fast.h), Lemire's divisibility test on the product
+ * the index takes: for an offset soff < 2^17 from the slab's start, soff * reciprocal =
+ * idx * 2^32 + low, where low (the product's low 32 bits) is idx * lim_step when soff is
+ * idx objects exactly and at least reciprocal otherwise (reciprocal > lim_step * objects
+ * for every class: test_slab checks every class and offset).  So one compare,
+ * low < carved * lim_step, says "the start of one of the carved objects", and a bound of 0
+ * says "no object here" (pages that are no slab's).  The bound of a slab with carved objects.
+ */
+static inline uint32_t slab_fast_lim(const struct kmem_cache *s, unsigned carved)
+{
+	return carved * s->lim_step;
+}
 
 /*
  * Object index of p in its slab, or -1 when p is not the start of an object.  head is

@@ -16,8 +16,10 @@ int __pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
 
 /* The caches of threads that have not set theirs up yet, and of exited threads: empty stacks,
  * no room (see tcache_self).  Read-only: nothing writes them. */
-static struct tcache tc_uninit = {.state = TC_UNINIT};
-static struct tcache tc_dead = {.state = TC_DEAD};
+static struct tcache tc_uninit = {.state = TC_UNINIT,
+				  .direct = {[0 ... NR_SMALL_LOOKUP - 1] = &tc_uninit.bins[0]}};
+static struct tcache tc_dead = {.state = TC_DEAD,
+				.direct = {[0 ... NR_SMALL_LOOKUP - 1] = &tc_dead.bins[0]}};
 __thread struct tcache *pcpm_tcp __attribute__((tls_model("initial-exec"))) = &tc_uninit;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
@@ -51,6 +53,33 @@ static struct {
 static _Atomic uint64_t nocache_malloc, nocache_free;
 
 static void tcache_thread_exit(void *arg);
+
+/*
+ * The malloc and free calls of tc's thread (struct tcache: the fast paths count pops only,
+ * pushes follow from the stacks).  Racy for another thread's cache (registry lock held, so
+ * it stays): a read in the middle of a pop or a flush is off by the objects it moves.
+ */
+static void tcache_calls(const struct tcache *tc, uint64_t *mallocs, uint64_t *frees)
+{
+	uint64_t held = 0;
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) /* (parked: while a handler runs) */
+		held += tcache_bin_count(&tc->bins[c]) + tcache_bin_count(&tc->sbins[c]) +
+			tcache_bin_count(&tc->parked[c]);
+	*mallocs = tc->malloc_calls + tc->pops;
+	*frees = tc->free_calls + tc->pops + held - tc->moved;
+}
+
+/* Adds tc's counters to the sums of caches that are gone (thread exit, fork child). */
+static void dead_add(const struct tcache *tc)
+{
+	uint64_t m, f;
+	tcache_calls(tc, &m, &f);
+	dead.malloc_calls += m;
+	dead.free_calls += f;
+	dead.refills += tc->refills;
+	dead.flushes += tc->flushes;
+	dead.large_allocs += tc->large_allocs;
+}
 
 void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 {
@@ -156,6 +185,8 @@ void tcache_setup(void)
 		bin_init(&tc->bins[c], &next, pcpm_tcache_cap[c]);
 		bin_init(&tc->sbins[c], &next, mode_cap[c]);
 	}
+	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
+		tc->direct[i] = &tc->bins[pcpm_small_class[i]];
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
 	tc->next = registry;
@@ -196,6 +227,7 @@ static void flush_stack(struct tcache *tc, struct tcache_bin *b, unsigned cls, u
 		memmove(top + n, top, (size_t)(count - n) * sizeof(void *));
 	}
 	b->top = top + n;
+	tc->moved -= n;
 	tc->flushes++;
 }
 
@@ -216,6 +248,7 @@ static unsigned refill_stack(struct tcache *tc, struct tcache_bin *b, unsigned c
 	if (got < want)
 		memmove(b->top - got, dst, (size_t)got * sizeof(void *));
 	b->top -= got;
+	tc->moved += got;
 	if (got)
 		tc->refills++;
 	return got;
@@ -261,8 +294,8 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 	unsigned batch = batch_for(cls), full = pcpm_tcache_cap[cls];
 	if (!tcache_bin_full(b))
 		return; /* not full: the cache was just set up (the thread's first call frees) */
-	bool only_frees = tc->malloc_calls == tc->flush_mark;
-	tc->flush_mark = tc->malloc_calls;
+	bool only_frees = tc->pops + tc->malloc_calls == tc->flush_mark;
+	tc->flush_mark = tc->pops + tc->malloc_calls;
 	if (full <= batch) {
 		flush_bin(tc, cls, batch);
 	} else if (only_frees) {
@@ -339,13 +372,13 @@ static void __tcache_free_slow(void *p, unsigned cls)
 {
 	struct tcache *tc = tcache_self();
 	if (unlikely(pcpm_nested())) {
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		slab_free_nested(p, pcpm_page_of(p)->slab_head);
 		return;
 	}
 	tcache_ensure();
 	if (tc->state != TC_ACTIVE) {
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		atomic_fetch_add_explicit(&nocache_free, 1, memory_order_relaxed);
 		sheaf_free_bulk(cls, &p, 1);
 		return;
@@ -354,7 +387,7 @@ static void __tcache_free_slow(void *p, unsigned cls)
 		tcache_flush_full(tc, cls);
 	if (!tcache_push(p, cls)) {
 		tc->free_calls++; /* a cache of capacity 0 (PCPMALLOC_TCACHE=0, secure mode) */
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		sheaf_free_bulk(cls, &p, 1);
 	}
 }
@@ -443,7 +476,7 @@ void tcache_flush_all(struct tcache *tc)
 		if (!p)
 			continue;
 		tc->ring[i] = NULL;
-		((uintptr_t *)p)[1] = pcpm_free_key;
+		((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 		slab_free_bulk(tc->ring_cls[i], &p, 1);
 	}
 }
@@ -469,11 +502,7 @@ static void tcache_thread_exit(void *arg)
 		registry = tc->next;
 	if (tc->next)
 		tc->next->prev = tc->prev;
-	dead.malloc_calls += tc->malloc_calls;
-	dead.free_calls += tc->free_calls;
-	dead.refills += tc->refills;
-	dead.flushes += tc->flushes;
-	dead.large_allocs += tc->large_allocs;
+	dead_add(tc);
 	/* from here on the thread allocates straight from the slabs; the cache is reused */
 	pcpm_tcp = &tc_dead;
 	tc->free_next = free_caches;
@@ -493,8 +522,10 @@ void tcache_stats_add(struct pcpm_stats *s)
 		 * must not wait (kernel-pcp.md §12.2): the exited threads' totals (static,
 		 * racy read of counters that only grow) and this thread's own, not the others' */
 		struct tcache *me = tcache_self();
-		s->malloc_calls += dead.malloc_calls + me->malloc_calls;
-		s->free_calls += dead.free_calls + me->free_calls;
+		uint64_t m, f;
+		tcache_calls(me, &m, &f);
+		s->malloc_calls += dead.malloc_calls + m;
+		s->free_calls += dead.free_calls + f;
 		s->tcache_refills += dead.refills + me->refills;
 		s->fbatch_flushes += dead.flushes + me->flushes;
 		s->large_alloc += dead.large_allocs + me->large_allocs;
@@ -506,8 +537,10 @@ void tcache_stats_add(struct pcpm_stats *s)
 	s->fbatch_flushes += dead.flushes;
 	s->large_alloc += dead.large_allocs;
 	for (struct tcache *tc = registry; tc; tc = tc->next) {
-		s->malloc_calls += tc->malloc_calls;
-		s->free_calls += tc->free_calls;
+		uint64_t m, f;
+		tcache_calls(tc, &m, &f);
+		s->malloc_calls += m;
+		s->free_calls += f;
 		s->tcache_refills += tc->refills;
 		s->fbatch_flushes += tc->flushes;
 		s->large_alloc += tc->large_allocs;
@@ -558,11 +591,7 @@ void tcache_fork_child(void)
 	for (struct tcache *tc = registry; tc; tc = tc->next) {
 		if (tc == tcache_self())
 			continue;
-		dead.malloc_calls += tc->malloc_calls;
-		dead.free_calls += tc->free_calls;
-		dead.refills += tc->refills;
-		dead.flushes += tc->flushes;
-		dead.large_allocs += tc->large_allocs;
+		dead_add(tc);
 	}
 	struct tcache *me = tcache_self();
 	if (me->state == TC_ACTIVE) {
@@ -614,6 +643,8 @@ void pcpm_signal_exit(void)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	atomic_signal_fence(memory_order_seq_cst);
 	struct tcache *tc = tcache_self();
-	if (--pcpm_sig_depth == 0 && tc->state == TC_ACTIVE)
+	if (--pcpm_sig_depth == 0 && tc->state == TC_ACTIVE) {
 		memcpy(tc->bins, tc->parked, sizeof(tc->parked));
+		memset(tc->parked, 0, sizeof(tc->parked)); /* counted once (tcache_calls) */
+	}
 }

@@ -64,7 +64,19 @@ struct tcache {
 	/* a front end's own stacks (secure mode's; the fast path never sees them, bins stay
 	 * empty then), same layout (capacity as bins' in the default mode) */
 	struct tcache_bin sbins[NR_SIZE_CLASSES];
-	uint64_t malloc_calls, free_calls;
+	/* malloc's direct table: the stack of requests of up to 16 * i bytes (i <= 64: every
+	 * size the class table covers), so the fast path goes from the size to its stack in
+	 * one load (mimalloc's pages_direct); the static caches point every entry at an
+	 * empty bin of theirs */
+	struct tcache_bin *direct[NR_SMALL_LOOKUP];
+	/*
+	 * Call counts.  The fast paths count pops only (one increment, in malloc); a push
+	 * follows from the stacks: every object on a stack came by a refill or a push and left
+	 * by a pop or a flush, so pushes = pops + objects held - moved (tcache_calls).
+	 * malloc_calls and free_calls count the calls that pop or push nothing (slow paths),
+	 * moved the objects refills put on the stacks less those flushes took off.
+	 */
+	uint64_t pops, malloc_calls, free_calls, moved;
 	uint64_t refills, flushes, large_allocs;
 	int state;
 	struct tcache *next, *prev; /* registry of live caches, for stats and fork */
@@ -100,33 +112,68 @@ static inline __attribute__((always_inline)) struct tcache *tcache_self(void)
 extern uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES];
 
 /* One stack operation on bin b of tc (bins or sbins): pop needs a non-empty stack, push
- * room on it; the object's second word holds pcpm_free_key while it is on a stack. */
+ * room on it; the object's second word holds PCPM_FREE_KEY while it is on a stack (take:
+ * a pop that leaves the mark, for a caller that overwrites it at once, as calloc). */
+static inline __attribute__((always_inline)) void *tcache_bin_take(struct tcache *tc,
+								   struct tcache_bin *b)
+{
+	void **t = b->top;
+	b->top = t + 1; /* (before the load: p is then computed in the return register) */
+	void *p = *t;
+	tc->pops++;
+	return p;
+}
+
 static inline __attribute__((always_inline)) void *tcache_bin_pop(struct tcache *tc,
 								  struct tcache_bin *b)
 {
-	void **t = b->top;
-	void *p = *t;
-	b->top = t + 1;
+	void *p = tcache_bin_take(tc, b);
 	((uintptr_t *)p)[1] = 0;
-	tc->malloc_calls++;
 	return p;
 }
 
 static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache *tc,
 								  struct tcache_bin *b, void *p)
 {
+	(void)tc; /* counted by the stacks (struct tcache: pops) */
 	void **t = b->top - 1;
-	((uintptr_t *)p)[1] = pcpm_free_key;
+	((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 	*t = p;
 	b->top = t;
-	tc->free_calls++;
 }
+
+/* The stack at byte offset off of tc (a descriptor's bin_off: cls x 16). */
+static inline __attribute__((always_inline)) struct tcache_bin *tcache_bin_at(struct tcache *tc,
+									      size_t off)
+{
+	return (struct tcache_bin *)((char *)tc + off);
+}
+_Static_assert(sizeof(struct tcache_bin) == 16 && __builtin_offsetof(struct tcache, bins) == 0,
+	       "struct page's bin_off is cls x 16 from the start of a thread cache");
 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
 static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 {
 	struct tcache *tc = tcache_self();
 	struct tcache_bin *b = &tc->bins[cls];
+	if (likely(!tcache_bin_empty(b)))
+		return tcache_bin_pop(tc, b);
+	return NULL;
+}
+
+/* The stack that serves n <= SMALL_LOOKUP_MAX bytes: the direct table's entry. */
+static inline __attribute__((always_inline)) struct tcache_bin *tcache_small_bin(struct tcache *tc,
+										 size_t n)
+{
+	return tc->direct[(n + 15) >> 4];
+}
+
+/* Fast allocation of n <= SMALL_LOOKUP_MAX bytes through the direct table, NULL when the
+ * stack is empty (then call tcache_alloc_slow with the class). */
+static inline __attribute__((always_inline)) void *tcache_pop_small(size_t n)
+{
+	struct tcache *tc = tcache_self();
+	struct tcache_bin *b = tcache_small_bin(tc, n);
 	if (likely(!tcache_bin_empty(b)))
 		return tcache_bin_pop(tc, b);
 	return NULL;

@@ -134,7 +134,7 @@ static size_t vg_block_usable(const void *p, struct page *pg)
 /* The quarantine mark in a block's second word (the free key is odd; this differs). */
 static inline uintptr_t vg_quarantine_key(void)
 {
-	return pcpm_free_key ^ 2;
+	return PCPM_FREE_KEY ^ 2;
 }
 
 /* A block leaves the quarantine: the real free. */
@@ -183,7 +183,7 @@ static void vg_free(void *p, struct page *pg, const char *call)
 	uintptr_t key = ((uintptr_t *)p)[1];
 	if (key == vg_quarantine_key())
 		pcpm_double_free(call, p);
-	if (pg && pg->state == PG_SLAB && key == pcpm_free_key)
+	if (pg && pg->state == PG_SLAB && key == PCPM_FREE_KEY)
 		tcache_check_double_free(p, pg->slab_head, call);
 	((uintptr_t *)p)[1] = vg_quarantine_key();
 	vg_close_obj(p);

@@ -512,12 +512,12 @@ void fz_run(struct fz_ctx *c, const uint8_t *data, size_t len)
 				c->ho->thread_exit(c);
 			break;
 		case OP_FREE_KEYED:
-			/* The free path takes a block whose second word is pcpm_free_key for a
+			/* The free path takes a block whose second word is PCPM_FREE_KEY for a
 			 * possible double free and confirms it on the slow path; live data that
 			 * happens to hold the key must be freed normally, not reported. */
 			if (b->p && b->usable >= 16) {
 				fz_verify(b, b->usable, "free");
-				((uintptr_t *)b->p)[1] = pcpm_free_key;
+				((uintptr_t *)b->p)[1] = PCPM_FREE_KEY;
 				if (next8(c) & 1)
 					pcpm_free(b->p);
 				else

@@ -69,6 +69,17 @@ int main(void)
 		CHECK((PAGE_SIZE << s->order) % s->size <= (PAGE_SIZE << s->order) / 2);
 		for (size_t off = 0; off < (PAGE_SIZE << s->order); off++)
 			CHECK_EQ((off * s->reciprocal) >> 32, off / s->size);
+		/* the free fast path's one compare (slab_fast_lim): for every offset of the slab
+		 * and every carved count, "an object's start, below carved" exactly */
+		CHECK(s->lim_step >= 1 && s->lim_step <= s->size);
+		for (uint32_t off = 0; off < (PAGE_SIZE << s->order); off++) {
+			uint32_t low = off * s->reciprocal;
+			if (off % s->size == 0 && off / s->size <= s->objects)
+				CHECK_EQ(low, (off / s->size) * s->lim_step);
+			else
+				CHECK(low >= slab_fast_lim(s, s->objects));
+			CHECK(!(low < slab_fast_lim(s, 0)));
+		}
 	}
 
 	/* bulk: objects distinct, inside a PG_SLAB page of the right class, index valid */
@@ -81,7 +92,7 @@ int main(void)
 			unsigned got = slab_alloc_bulk(c, 5, 31, &objs[n], 0);
 			CHECK(got >= 5 && got <= 31);
 			for (unsigned i = 0; i < got; i++) /* marked free until handed out */
-				CHECK_EQ(((uintptr_t *)objs[n + i])[1], pcpm_free_key);
+				CHECK_EQ(((uintptr_t *)objs[n + i])[1], PCPM_FREE_KEY);
 			n += (int)got;
 		}
 		for (int i = 0; i < n; i++) {
@@ -111,7 +122,7 @@ int main(void)
 		for (int i = 0; i < n; i += 31) {
 			int k = n - i < 31 ? n - i : 31;
 			for (int j = 0; j < k; j++)
-				((uintptr_t *)objs[i + j])[1] = pcpm_free_key;
+				((uintptr_t *)objs[i + j])[1] = PCPM_FREE_KEY;
 			slab_free_bulk(c, &objs[i], (unsigned)k);
 		}
 		/* empty slabs went back to the pcp beyond min_partial */
