@@ -95,12 +95,18 @@ static void *allocator_thread(void *arg)
 
 static int forks = 50;
 
+/* Forks stop after 15 s once 10 are done: each runs the handlers' 6 -> 12 MiB reallocs into
+ * fresh mappings three times, and on a VM where fork copies page tables slowly (28 ms for a
+ * 100 MB process, glibc too) 50 forks outlasted the 20 s deadline under load.  A hang still
+ * runs into the deadline. */
 static void forking_case(void)
 {
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, allocator_thread, NULL) == 0);
 	atomic_store(&armed, true);
-	for (int i = 0; i < forks; i++) {
+	double end = tu_now() + 15;
+	int done = 0;
+	for (int i = 0; i < forks && (i < 10 || tu_now() < end); i++, done++) {
 		pid_t pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
@@ -113,18 +119,18 @@ static void forking_case(void)
 	}
 	atomic_store(&stop, true);
 	pthread_join(t, NULL);
-	CHECK_EQ(atomic_load(&handler_calls[0]), forks);
-	CHECK_EQ(atomic_load(&handler_calls[1]), forks);
+	CHECK_EQ(atomic_load(&handler_calls[0]), done);
+	CHECK_EQ(atomic_load(&handler_calls[1]), done);
 }
 
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_fork_atfork");
-	tu_watchdog(60);
+	tu_watchdog(150);
 	if (tu_long_mode(argc, argv))
 		forks = 2000;
 	CHECK(tu_status_ok("fork with allocating atfork handlers registered first",
-			   tu_run_deadline(forking_case, 20)));
-	printf("test_fork_atfork: %d forks: ok\n", forks);
+			   tu_run_deadline(forking_case, 120)));
+	printf("test_fork_atfork: up to %d forks (at least 10, 15 s): ok\n", forks);
 	return 0;
 }
