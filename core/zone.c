@@ -23,6 +23,8 @@ void pcpm_zone_init(struct zone *z)
 {
 	z->node = (int)(z - pcpm_zones);
 	z->bind = -1;
+	/* as init.c: memcheck mode wins over secure mode */
+	z->far_guard = pcpm_cfg.secure && pcpm_cfg.secure_far_guard && !pcpm_vg;
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
 	{
 		list_init(&z->free_area[o].free_list[FREE_CLEAN]);
@@ -126,6 +128,16 @@ static void __zone_grow_publish(struct zone *z, const struct zone_chunk *c)
 	size_t n = c->pages;
 	uint8_t idx = (uint8_t)c->arena->idx;
 	z->zone_grow++;
+	if (z->far_guard) {
+		/* the first and third MiB of each block; zone_grow_prepare guarded the others,
+		 * whose descriptors stay PG_NONE: never a buddy to merge with */
+		for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER) {
+			zone_release(z, first + i, ZONE_FAR_GUARD_ORDER, idx);
+			zone_release(z, first + i + (2UL << ZONE_FAR_GUARD_ORDER),
+				     ZONE_FAR_GUARD_ORDER, idx);
+		}
+		return;
+	}
 	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages) {
 		zone_release(z, first, ZONE_YOUNG_ORDER, idx);
 		z->young = first;
@@ -159,7 +171,7 @@ bool __zone_grow(struct zone *z)
 		return false; /* exhausted: the caller falls back to another node's zone */
 	uint64_t seq = g->seq;
 	struct zone_grow_req req = { .node = z->node, .os_node = z->os_node, .bind = z->bind,
-				     .managed_pages = z->managed_pages };
+				     .managed_pages = z->managed_pages, .far_guard = z->far_guard };
 	zone_unlock(z);
 	if (unlikely(pcpm_zone_grow_hook))
 		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
@@ -300,6 +312,8 @@ struct page *__rmqueue(struct zone *z, unsigned order)
  * grow.  Lock held. */
 static struct page *__rmqueue_grow(struct zone *z, unsigned order)
 {
+	if (unlikely(z->far_guard && order > ZONE_FAR_GUARD_ORDER))
+		return NULL; /* never formed: growing would not help */
 	for (;;) {
 		struct page *pg = __rmqueue(z, order);
 		if (pg || !__zone_grow(z))

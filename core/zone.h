@@ -41,6 +41,9 @@ struct per_cpu_pages;
  * under it, except the NUMA identity (node, os_node, bind, per_cpu_pageset), which is set
  * once by pcpm_numa_setup() before the zone is published through pcpm_nr_zones.
  */
+/* The largest block order a zone with far guards forms: 1 MiB, the stretch between guards. */
+#define ZONE_FAR_GUARD_ORDER 8
+
 struct zone {
 	/* read-mostly: every pcp operation reads per_cpu_pageset, so the lock (which every
 	 * CPU's refills and drains write) starts the next cache line */
@@ -48,6 +51,11 @@ struct zone {
 	int os_node;	     /* the kernel's node number, for mbind */
 	int bind;	     /* NUMA_BIND_* policy applied to each new arena, or -1: none */
 	size_t max_pages;    /* cap on managed_pages (0: none); tests use it to exhaust a zone */
+	/* far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): of every MAX_PAGE_ORDER block
+	 * grown, only the first and third MiB go to the buddy, the second and fourth are guard
+	 * pages, so a write 1 MiB past any block faults; blocks above ZONE_FAR_GUARD_ORDER are
+	 * never formed (zone_alloc_* return NULL).  Set at init, read-only after. */
+	bool far_guard;
 	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	struct lock_stat ls; /* the lock profile: zone_lock* in the statistics */
