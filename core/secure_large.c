@@ -135,16 +135,13 @@ static void arm_run(char *p, size_t n, size_t off, uint64_t c, char *gp)
  * The order of the secure run for a block of n bytes aligned to align (16 to HUGE_THRESHOLD)
  * and its offset in the run: the block's end as close to the tail guard (the last page) as
  * the alignment allows, at least a page (the front guard) and SECURE_LARGE_FRONT bytes in;
- * -1 when no run of MAX_PAGE_ORDER (ZONE_FAR_GUARD_ORDER with far guards) holds it (a huge
- * mapping).
+ * -1 when no run of MAX_PAGE_ORDER holds it (a huge mapping).
  */
 static int run_order(size_t n, size_t align, size_t *off)
 {
 	size_t body = ALIGN_UP(n, 16);
 	size_t need = (body + SECURE_LARGE_FRONT + PAGE_SIZE - 1) / PAGE_SIZE + 2;
-	/* with far guards the zone forms no block above 1 MiB: larger blocks get mappings */
-	unsigned max = pcpm_zone.far_guard ? ZONE_FAR_GUARD_ORDER : MAX_PAGE_ORDER;
-	for (unsigned o = (unsigned)ilog2_ceil(need); o <= max; o++) {
+	for (unsigned o = (unsigned)ilog2_ceil(need); o <= MAX_PAGE_ORDER; o++) {
 		size_t end = (PAGE_SIZE << o) - PAGE_SIZE;
 		if (end < body)
 			continue;

@@ -51,10 +51,11 @@ struct zone {
 	int os_node;	     /* the kernel's node number, for mbind */
 	int bind;	     /* NUMA_BIND_* policy applied to each new arena, or -1: none */
 	size_t max_pages;    /* cap on managed_pages (0: none); tests use it to exhaust a zone */
-	/* far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): of every MAX_PAGE_ORDER block
-	 * grown, only the first and third MiB go to the buddy, the second and fourth are guard
-	 * pages, so a write 1 MiB past any block faults; blocks above ZONE_FAR_GUARD_ORDER are
-	 * never formed (zone_alloc_* return NULL).  Set at init, read-only after. */
+	/* far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): a MAX_PAGE_ORDER block split
+	 * for blocks of 1 MiB or less keeps only its first and third MiB, the second and fourth
+	 * become guard pages for good, so a write 1 MiB past any such block faults; blocks of
+	 * 2-4 MiB (page runs with guard pages of their own) come from unguarded blocks.  Set at
+	 * init, read-only after. */
 	bool far_guard;
 	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;

@@ -57,23 +57,6 @@ static struct page *grow_old_arena(struct zone_grower *g, const struct zone_grow
 	return NULL;
 }
 
-/* Far guards (zone.h): the second and fourth MiB of each 4 MiB block of the chunk at first
- * (n pages) become guard pages, laid out once here, never removed (the zone hands out only
- * the first and third MiB: their head descriptors touched too).  No resident memory; with
- * MADV_GUARD_INSTALL no VMA split either.  A guard that cannot be installed (out of VMAs)
- * leaves its MiB unused but writable. */
-static void far_guards(struct page *first, size_t n)
-{
-	const size_t mib = 1UL << 20, step = GROW_STEP >> PAGE_SHIFT;
-	char *base = page_address(first);
-	for (size_t i = 0; i < n; i += step) {
-		char *b = base + (i << PAGE_SHIFT);
-		if (!pcpm_os_guard_install(b + mib, mib) || !pcpm_os_guard_install(b + 3 * mib, mib))
-			pcpm_verbose("zone: a far guard could not be installed at %p", (void *)b);
-		zone_grow_touch(first + i + (2 * mib >> PAGE_SHIFT));
-	}
-}
-
 bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, struct zone_chunk *c)
 {
 	uint64_t t0 = pcpm_now_ns();
@@ -82,7 +65,7 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
 	 * block, so a first step of 64 MiB costs every process 16 page faults while a short
 	 * one (a shell, a compiler pass) uses a few hundred KiB. */
-	/* (whole 4 MiB steps: with far guards the zone manages half of what it grew) */
+	/* (whole 4 MiB steps: with far guards the zone manages less than it grew) */
 	chunk = MIN(chunk, ALIGN_UP(MAX(r->managed_pages << PAGE_SHIFT, GROW_STEP), GROW_STEP));
 	struct page *first = NULL;
 	if (g->arena)
@@ -120,8 +103,7 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 	size_t n = chunk >> PAGE_SHIFT;
 	for (size_t i = 0; i < n; i += GROW_STEP >> PAGE_SHIFT)
 		zone_grow_touch(first + i);
-	if (r->far_guard)
-		far_guards(first, n);
+
 	c->arena = g->arena;
 	c->first = first;
 	c->pages = n;

@@ -32,7 +32,6 @@ struct zone_grow_req {
 	int os_node;		/* the kernel's node number, for mbind */
 	int bind;		/* NUMA_BIND_* or -1 */
 	size_t managed_pages;	/* the zone's size: a young zone grows in smaller steps */
-	bool far_guard;		/* the zone's far guards: laid out on each new block */
 };
 
 /* A prepared chunk: committed, mapped in the radix map, its head descriptors touched, not yet

@@ -1,11 +1,10 @@
 /*
- * test_zone_far.c - the zone's far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): of
- * every 4 MiB block grown only the first and third MiB reach the buddy, the others are
- * guard pages.  Checks that every block handed out lies in those stretches, that the byte
- * 1 MiB past its end (and 1 MiB before its start) faults while the block itself is
- * writable, that no block above 1 MiB is formed (zone_alloc_pages and zone_alloc_run give
- * NULL, without growing for ever), and that the freed blocks merge back to 1 MiB and no
- * further.
+ * test_zone_far.c - the zone's far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): a
+ * 4 MiB block split for blocks of 1 MiB or less keeps its first and third MiB, the others
+ * become guard pages.  Checks that every such block lies in those stretches, that the byte
+ * 1 MiB past its end (and 1 MiB before its start in a third MiB) faults while the block
+ * itself is writable, that blocks of 2 and 4 MiB still come whole from unguarded blocks, and
+ * that the freed small blocks merge back to 1 MiB and no further.
  */
 #include "unit.h"
 #include "config.h"
@@ -64,19 +63,35 @@ int main(void)
 		if (at >= 2 * mib)
 			CHECK(faults(b - mib));
 	}
-	/* never formed, and asking does not grow the zone */
-	size_t managed = z->managed_pages;
-	CHECK(zone_alloc_pages(z, ZONE_FAR_GUARD_ORDER + 1) == NULL);
-	CHECK(zone_alloc_pages(z, MAX_PAGE_ORDER) == NULL);
-	CHECK(zone_alloc_run(z, (2 * mib) >> PAGE_SHIFT, 0) == NULL);
-	CHECK_EQ(z->managed_pages, managed);
-
+	/* blocks of 2 and 4 MiB: whole, from blocks no guard was laid in */
+	for (unsigned o = ZONE_FAR_GUARD_ORDER + 1; o <= MAX_PAGE_ORDER; o++) {
+		struct page *big = zone_alloc_pages(z, o);
+		CHECK(big);
+		char *b = page_address(big);
+		for (size_t off = 0; off < (PAGE_SIZE << o); off += mib / 2)
+			CHECK(!faults(b + off));
+		zone_free_pages(z, big, o);
+	}
+	/* a small block never takes the free half beside a 2 MiB one (no guard there) */
+	struct page *half = zone_alloc_pages(z, ZONE_FAR_GUARD_ORDER + 1);
+	struct page *small = zone_alloc_pages(z, 0);
+	CHECK(half && small);
+	CHECK((uintptr_t)page_address(half) / (4 * mib) != (uintptr_t)page_address(small) / (4 * mib));
+	CHECK(faults(page_address(small) + mib));
+	zone_free_pages(z, small, 0);
+	zone_free_pages(z, half, ZONE_FAR_GUARD_ORDER + 1);
+	/* and the 4 MiB blocks freed whole stay whole */
+	size_t whole = z->free_area[MAX_PAGE_ORDER].nr_free;
+	CHECK(whole >= 1);
 	for (int i = 0; i < NBLK; i++)
 		zone_free_pages(z, blk[i], i & 1 ? ZONE_FAR_GUARD_ORDER : 4);
-	/* everything merged back into 1 MiB blocks, none larger */
+	/* the guarded blocks merged back into 1 MiB blocks, none larger; the whole ones stay */
 	CHECK_EQ(z->free_pages, z->managed_pages);
-	CHECK_EQ(z->free_area[ZONE_FAR_GUARD_ORDER].nr_free << ZONE_FAR_GUARD_ORDER, z->managed_pages);
-	for (unsigned o = ZONE_FAR_GUARD_ORDER + 1; o < NR_PAGE_ORDERS; o++)
+	CHECK_EQ(z->free_area[MAX_PAGE_ORDER].nr_free, whole);
+	CHECK_EQ((z->free_area[ZONE_FAR_GUARD_ORDER].nr_free << ZONE_FAR_GUARD_ORDER) +
+			 (whole << MAX_PAGE_ORDER),
+		 z->managed_pages);
+	for (unsigned o = ZONE_FAR_GUARD_ORDER + 1; o < MAX_PAGE_ORDER; o++)
 		CHECK_EQ(z->free_area[o].nr_free, 0);
 	printf("test_zone_far: ok (%zu MiB managed)\n", z->managed_pages >> 8);
 	return 0;
