@@ -68,6 +68,8 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_TCACHE", T_INT, I(tcache), 1, 0, 1, NULL, "per-thread object caches" },
 	{ "PCPMALLOC_SECURE", T_INT, I(secure), 0, 0, 1, NULL,
 	  "1: hardened mode: canaries, guard pages, zeroed and quarantined free memory, checked sizes" },
+	{ "PCPMALLOC_SECURE_FAR_GUARD", T_INT, I(secure_far_guard), 1, 0, 1, NULL,
+	  "secure mode: 4 MiB blocks split for blocks of 1 MiB or less keep their 2nd and 4th MiB as guards, so a write 1 MiB past a block faults" },
 	{ "PCPMALLOC_JUNK", T_INT, I(junk), 0, 0, 1, NULL,
 	  "1: new blocks filled with 0xa5, freed ones with 0x5a (debugging; thread caches off)" },
 	{ "PCPMALLOC_DECAY_THREAD", T_INT, I(decay_thread), 0, 0, 1, NULL,

@@ -42,6 +42,7 @@ struct pcpm_config {
 	int count_min_div;	/* PCPMALLOC_COUNT_MIN_DIV: count_min mode decays min(count_min, high/div) */
 	int tcache;		/* PCPMALLOC_TCACHE: per-thread caches on/off */
 	int secure;		/* PCPMALLOC_SECURE: hardened mode (secure.h) */
+	int secure_far_guard;	/* PCPMALLOC_SECURE_FAR_GUARD: the zone's far guards (zone.h) */
 	int junk;		/* PCPMALLOC_JUNK: junk-filled blocks (junk_mode.c) */
 	int decay_thread;	/* PCPMALLOC_DECAY_THREAD: background decay/purge worker */
 	int live;		/* PCPMALLOC_LIVE: publish the live statistics page (live.h) */

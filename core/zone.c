@@ -23,6 +23,8 @@ void pcpm_zone_init(struct zone *z)
 {
 	z->node = (int)(z - pcpm_zones);
 	z->bind = -1;
+	/* as init.c: memcheck mode wins over secure mode */
+	z->far_guard = pcpm_cfg.secure && pcpm_cfg.secure_far_guard && !pcpm_vg;
 	for (int o = 0; o < NR_PAGE_ORDERS; o++)
 	{
 		list_init(&z->free_area[o].free_list[FREE_CLEAN]);
@@ -126,7 +128,8 @@ static void __zone_grow_publish(struct zone *z, const struct zone_chunk *c)
 	size_t n = c->pages;
 	uint8_t idx = (uint8_t)c->arena->idx;
 	z->zone_grow++;
-	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages) {
+	/* (far guards: no young block, its pieces would be split without guards) */
+	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages && !z->far_guard) {
 		zone_release(z, first, ZONE_YOUNG_ORDER, idx);
 		z->young = first;
 		z->young_off = 1UL << ZONE_YOUNG_ORDER;
@@ -265,10 +268,37 @@ static void expand(struct zone *z, struct page *pg, unsigned low, unsigned high)
 	}
 }
 
-/* __rmqueue_smallest(): the smallest block of at least 2^order on one kind of list. */
+/*
+ * Far guards (zone.h): the free MAX_PAGE_ORDER block pg (off the lists) is split for blocks
+ * of 1 MiB and less: its second and fourth MiB become guard pages for good (no longer
+ * managed: their descriptors stay PG_NONE, never a buddy to merge with, so the block never
+ * forms again), its third MiB goes to the free lists; the first is the caller's to expand.
+ * One system call pair per 4 MiB block in its lifetime, under the zone lock.
+ */
+static void far_guard_split(struct zone *z, struct page *pg)
+{
+	const unsigned fo = ZONE_FAR_GUARD_ORDER;
+	char *b = page_address(pg);
+	if (!pcpm_os_guard_install(b + (PAGE_SIZE << fo), PAGE_SIZE << fo) ||
+	    !pcpm_os_guard_install(b + (3 * PAGE_SIZE << fo), PAGE_SIZE << fo))
+		pcpm_verbose("zone: a far guard could not be installed at %p", (void *)b);
+	z->managed_pages -= 2UL << fo;
+	struct page *third = pg + (2UL << fo);
+	set_buddy(third, fo, pg->flags, pg->arena);
+	third->freed_ms = pg->freed_ms;
+	add_free(z, third, fo, false);
+}
+
+/* __rmqueue_smallest(): the smallest block of at least 2^order on one kind of list.  With
+ * far guards, blocks of ZONE_FAR_GUARD_ORDER and less come only from guarded stretches:
+ * blocks of those orders or a MAX_PAGE_ORDER block split with its guards, never one of the
+ * orders between (halves of unguarded blocks, kept for page runs of 2-4 MiB). */
 static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 {
+	bool far = z->far_guard && order <= ZONE_FAR_GUARD_ORDER;
 	for (unsigned o = order; o < NR_PAGE_ORDERS; o++) {
+		if (far && o > ZONE_FAR_GUARD_ORDER && o < MAX_PAGE_ORDER)
+			continue;
 		struct list_head *l = &z->free_area[o].free_list[kind];
 		if (list_empty(l))
 			continue;
@@ -276,6 +306,10 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 		uint8_t flags = pg->flags;
 		del_free(z, pg, o);
 		pg->flags = flags;
+		if (far && o == MAX_PAGE_ORDER) {
+			far_guard_split(z, pg);
+			o = ZONE_FAR_GUARD_ORDER;
+		}
 		expand(z, pg, order, o);
 		pg->order = order;
 		z->pgalloc_zone += 1UL << order;

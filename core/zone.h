@@ -41,6 +41,9 @@ struct per_cpu_pages;
  * under it, except the NUMA identity (node, os_node, bind, per_cpu_pageset), which is set
  * once by pcpm_numa_setup() before the zone is published through pcpm_nr_zones.
  */
+/* The largest block order a zone with far guards forms: 1 MiB, the stretch between guards. */
+#define ZONE_FAR_GUARD_ORDER 8
+
 struct zone {
 	/* read-mostly: every pcp operation reads per_cpu_pageset, so the lock (which every
 	 * CPU's refills and drains write) starts the next cache line */
@@ -48,6 +51,12 @@ struct zone {
 	int os_node;	     /* the kernel's node number, for mbind */
 	int bind;	     /* NUMA_BIND_* policy applied to each new arena, or -1: none */
 	size_t max_pages;    /* cap on managed_pages (0: none); tests use it to exhaust a zone */
+	/* far guards (secure mode, PCPMALLOC_SECURE_FAR_GUARD): a MAX_PAGE_ORDER block split
+	 * for blocks of 1 MiB or less keeps only its first and third MiB, the second and fourth
+	 * become guard pages for good, so a write 1 MiB past any such block faults; blocks of
+	 * 2-4 MiB (page runs with guard pages of their own) come from unguarded blocks.  Set at
+	 * init, read-only after. */
+	bool far_guard;
 	struct per_cpu_pages *per_cpu_pageset; /* pcpm_nr_cpus pcps caching this zone's pages */
 	pcpm_lock_t lock PCPM_CACHELINE_ALIGNED;
 	struct lock_stat ls; /* the lock profile: zone_lock* in the statistics */

@@ -65,7 +65,8 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 	 * MAX_PAGE_ORDER block added writes its head descriptor, a page of descriptors per
 	 * block, so a first step of 64 MiB costs every process 16 page faults while a short
 	 * one (a shell, a compiler pass) uses a few hundred KiB. */
-	chunk = MIN(chunk, MAX(r->managed_pages << PAGE_SHIFT, GROW_STEP));
+	/* (whole 4 MiB steps: with far guards the zone manages less than it grew) */
+	chunk = MIN(chunk, ALIGN_UP(MAX(r->managed_pages << PAGE_SHIFT, GROW_STEP), GROW_STEP));
 	struct page *first = NULL;
 	if (g->arena)
 		first = pcpm_arena_grow(g->arena, chunk);
@@ -84,7 +85,7 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 			return false;
 		g->arena = a;
 		chunk = MIN(ALIGN_UP((size_t)pcpm_cfg.arena_chunk_mb << 20, GROW_STEP),
-			    MAX(r->managed_pages << PAGE_SHIFT, GROW_STEP));
+			    ALIGN_UP(MAX(r->managed_pages << PAGE_SHIFT, GROW_STEP), GROW_STEP));
 		chunk = MIN(chunk, a->reserved);
 		first = pcpm_arena_grow(a, chunk);
 		if (!first && chunk > GROW_STEP) {
@@ -102,6 +103,7 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 	size_t n = chunk >> PAGE_SHIFT;
 	for (size_t i = 0; i < n; i += GROW_STEP >> PAGE_SHIFT)
 		zone_grow_touch(first + i);
+
 	c->arena = g->arena;
 	c->first = first;
 	c->pages = n;

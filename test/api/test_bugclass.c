@@ -387,7 +387,7 @@ static const struct bugcase cases[] = {
 	{"overflow 1 B, memcpy", over_memcpy_1, true, {M, M, M}, {C, C, C}},
 	{"overflow 32 B, direct", over_direct_32, true, {M, M, M}, {C, C, C}},
 	{"overflow 32 B, memcpy", over_memcpy_32, true, {M, M, M}, {C, C, C}},
-	{"overflow 1 MiB, direct", over_direct_1m, true, {M, M, M}, {M, M, M}},
+	{"overflow 1 MiB, direct", over_direct_1m, true, {M, M, M}, {C, C, C}},
 	{"overflow 1 MiB, memcpy", over_memcpy_1m, true, {M, M, M}, {C, C, C}},
 	{"underflow 1 B, direct", under_direct_1, true, {M, M, M}, {C, C, C}},
 	{"underflow 1 B, memcpy", under_memcpy_1, true, {M, M, M}, {C, C, C}},
