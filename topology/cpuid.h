@@ -17,6 +17,9 @@ struct pcpm_cpuid_cache {
 	bool instruction;	/* an instruction cache (not used for slices) */
 	size_t bytes;		/* its size in bytes */
 	unsigned max_sharing;	/* "maximum logical processors sharing": an APIC id range */
+	unsigned pkg_apics;	/* APIC ids per package (package = APIC id / pkg_apics, as
+				 * hwloc's x86 backend numbers packages): a cache never spans
+				 * two packages; 0: not known (no bound) */
 };
 
 /* The calling CPU's caches (at most max) into out: how many, or 0 with *why set (not x86,
