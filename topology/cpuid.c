@@ -8,7 +8,11 @@
  * APIC id agrees above the bits of the "maximum logical processors sharing" field share it
  * (apicid >> get_count_order(max sharing), as __cache_amd_cpumap_setup / cpu_llc_id and
  * hwloc's topology-x86.c).  That field is an upper bound of APIC ids, not a count of CPUs:
- * the count is the online CPUs found in the group.
+ * the count is the online CPUs found in the group.  A group never spans two packages, the
+ * package being APIC id / APIC ids per package as hwloc's x86 backend computes it
+ * (package_apics: leaf 0xB/0x1F, else AMD's 0x80000008 cores, else leaf 1's count): on a
+ * VM whose leaf 1 claims 254 logical processors but 0x80000008 one core, each CPU is its own
+ * package with its own L3, as lstopo shows it.
  *
  * The CPUID instruction describes the CPU it runs on, and the calling thread must not
  * migrate itself (it is inside the program's malloc): the leaves are read once, here, and
@@ -53,6 +57,60 @@ static bool deterministic(unsigned leaf, unsigned sub, struct pcpm_cpuid_cache *
 	return true;
 }
 
+/*
+ * APIC ids per package, as hwloc's x86 backend (topology-x86.c, look_proc) numbers packages
+ * from the same leaves, the last that applies winning:
+ *  - leaf 1: EBX[23:16] logical processors (HTT set), rounded up to a power of two
+ *    ("legacy_max_log_proc"), else 1;
+ *  - AMD/Hygon without x2APIC (leaf 1 ECX[21]) and leaf 0x80000008: 1 << ECX[15:12]
+ *    (ApicIdCoreIdSize) or, when that is 0, ECX[7:0] + 1 (cores; read_amd_cores_legacy:
+ *    "legacy_max_log_proc is deprecated, it can be smaller than max_nbcores");
+ *  - x2APIC with leaf 0xB (Intel, AMD, Zhaoxin), or leaf 0x1F (Intel): 1 << the shift of
+ *    the last level listed (EAX[4:0]; read_intel_cores_exttopoenum: package = x2APIC id >>
+ *    that shift).
+ * hwloc puts two CPUs in one cache only when their packages agree too (the cache id is
+ * taken within the package), so this bounds every cache's group.  Not mirrored: hwloc's AMD
+ * topoext 0x8000001E APIC id (the kernel's /proc/cpuinfo apicid is the same id) and the
+ * 0x80000026 leaf (hwloc 2.10+).
+ */
+static unsigned package_apics(bool amd, bool intel, bool zhaoxin, unsigned max_leaf,
+			      unsigned max_ext)
+{
+	unsigned r[4];
+	cpuid(1, 0, r);
+	bool x2apic = r[2] & (1u << 21);
+	unsigned pkg = 1;
+	if (r[3] & (1u << 28)) { /* HTT */
+		unsigned logical = (r[1] >> 16) & 0xff;
+		while (pkg < logical)
+			pkg <<= 1;
+	}
+	if (!intel && !zhaoxin && max_ext >= 0x80000008 && !x2apic) {
+		cpuid(0x80000008, 0, r);
+		unsigned coreidsize = (r[2] >> 12) & 0xf;
+		pkg = coreidsize ? 1u << coreidsize : (r[2] & 0xff) + 1;
+	}
+	unsigned leaf = 0;
+	if (intel && max_leaf >= 0x1f)
+		leaf = 0x1f;
+	else if ((intel || amd || zhaoxin) && max_leaf >= 0xb && x2apic)
+		leaf = 0xb;
+	if (leaf) {
+		unsigned shift = 0;
+		bool any = false;
+		for (unsigned level = 0; level < 8; level++) {
+			cpuid(leaf, level, r);
+			if (!r[0] && !r[1])
+				break;
+			shift = r[0] & 0x1f;
+			any = true;
+		}
+		if (any)
+			pkg = 1u << shift;
+	}
+	return pkg;
+}
+
 int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why)
 {
 	unsigned r[4];
@@ -66,6 +124,8 @@ int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why)
 	cpuid(0x80000000, 0, r);
 	unsigned max_ext = r[0] >= 0x80000000 && r[0] < 0x8000ffff ? r[0] : 0;
 	bool amd = !strcmp(vendor, "AuthenticAMD") || !strcmp(vendor, "HygonGenuine");
+	bool intel = !strcmp(vendor, "GenuineIntel");
+	bool zhaoxin = !strcmp(vendor, "CentaurHauls") || !strcmp(vendor, "  Shanghai  ");
 	int n = 0;
 	if (amd) {
 		bool topoext = false;
@@ -85,7 +145,7 @@ int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why)
 	if (n == 0 && max_ext >= 0x80000006 && max >= 2) {
 		/* legacy: ECX[31:16] the L2 in KiB, EDX[31:18] the L3 in 512 KiB units; the L3
 		 * is the package's (leaf 1's logical processor count, a power of two as hwloc
-		 * takes it), the L2 private */
+		 * takes it: read_amd_caches_legacy), the L2 private */
 		unsigned l1[4];
 		cpuid(1, 0, l1);
 		unsigned logical = (l1[3] & (1u << 28)) ? (l1[1] >> 16) & 0xff : 1;
@@ -102,8 +162,13 @@ int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why)
 							      .bytes = (size_t)(r[3] >> 18) << 19,
 							      .max_sharing = pkg };
 	}
-	if (n == 0)
+	if (n == 0) {
 		*why = "CPUID lists no caches (leaves 4, 0x8000001D, 0x80000006)";
+		return 0;
+	}
+	unsigned pkg_apics = package_apics(amd, intel, zhaoxin, max_leaf, max_ext);
+	for (int k = 0; k < n; k++)
+		out[k].pkg_apics = pkg_apics;
 	return n;
 }
 #else
@@ -216,17 +281,24 @@ static unsigned count_order(unsigned n)
 	return o;
 }
 
-/* The online CPUs whose APIC id agrees with cpu's above the bits of max_sharing ids; without
- * APIC ids, min(max_sharing, nr_online). */
-static int sharing(const int *apicid, int napic, int cpu, unsigned max_sharing, int nr_online)
+/* The online CPUs whose APIC id agrees with cpu's above the bits of max_sharing ids and
+ * that sit in cpu's package (APIC id / pkg_apics, hwloc's package id; pkg_apics 0: no
+ * bound); without APIC ids, min(max_sharing, pkg_apics, nr_online). */
+static int sharing(const int *apicid, int napic, int cpu, const struct pcpm_cpuid_cache *c,
+		   int nr_online)
 {
+	unsigned most = c->max_sharing;
+	if (c->pkg_apics && c->pkg_apics < most)
+		most = c->pkg_apics;
 	if (napic <= 0 || cpu >= napic || apicid[cpu] < 0)
-		return (int)max_sharing < nr_online ? (int)max_sharing : nr_online;
-	unsigned shift = count_order(max_sharing);
+		return (int)most < nr_online ? (int)most : nr_online;
+	unsigned shift = count_order(c->max_sharing);
 	unsigned group = (unsigned)apicid[cpu] >> shift;
+	unsigned pkg = c->pkg_apics ? (unsigned)apicid[cpu] / c->pkg_apics : 0;
 	int n = 0;
 	for (int j = 0; j < napic; j++)
-		if (apicid[j] >= 0 && ((unsigned)apicid[j] >> shift) == group)
+		if (apicid[j] >= 0 && ((unsigned)apicid[j] >> shift) == group &&
+		    (!c->pkg_apics || (unsigned)apicid[j] / c->pkg_apics == pkg))
 			n++;
 	return n;
 }
@@ -258,9 +330,9 @@ int pcpm_cpuid_fill(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 			continue;
 		struct pcpm_cpu_cache *c = &cpus[cpu];
 		c->l2_bytes = caches[l2].bytes;
-		c->l2_shared = sharing(apicid, napic, cpu, caches[l2].max_sharing, nr_online);
+		c->l2_shared = sharing(apicid, napic, cpu, &caches[l2], nr_online);
 		c->llc_bytes = caches[llc].bytes;
-		c->llc_shared = sharing(apicid, napic, cpu, caches[llc].max_sharing, nr_online);
+		c->llc_shared = sharing(apicid, napic, cpu, &caches[llc], nr_online);
 		c->llc_level = caches[llc].level;
 		pcpm_cpu_cache_derive(c);
 		found++;

@@ -17,10 +17,14 @@ struct pcpm_cpuid_cache {
 	bool instruction;	/* an instruction cache (not used for slices) */
 	size_t bytes;		/* its size in bytes */
 	unsigned max_sharing;	/* "maximum logical processors sharing": an APIC id range */
+	unsigned pkg_apics;	/* APIC ids per package (package = APIC id / pkg_apics, as
+				 * hwloc's x86 backend numbers packages): a cache never spans
+				 * two packages; 0: not known (no bound) */
 };
 
 /* The calling CPU's caches (at most max) into out: how many, or 0 with *why set (not x86,
- * no cache leaf).  Mirrors init_intel_cacheinfo / init_amd_cacheinfo.  Thread-safe. */
+ * no cache leaf).  Mirrors init_intel_cacheinfo / init_amd_cacheinfo; pkg_apics as hwloc's
+ * x86 backend numbers packages (cpuid.c, package_apics).  Thread-safe. */
 int pcpm_cpuid_caches(struct pcpm_cpuid_cache *out, int max, const char **why);
 
 /* Every CPU's APIC id from a /proc/cpuinfo file (path), into apicid[0..napic) (-1 when not
@@ -33,7 +37,7 @@ int pcpm_cpuinfo_apicids(const char *path, struct pcpm_cpu_cache *cpus, int ncpu
 
 /* Fills cpus[0..ncpus) with the L2 and last-level data/unified cache of caches[0..nc) (one
  * CPU's, taken as every CPU's) and who shares each: the CPUs of apicid[0..napic) in the same
- * APIC id group (napic 0: min(max sharing, nr_online)).  Returns how many CPUs it filled, or
+ * APIC id group and package (napic 0: min(max sharing, pkg_apics, nr_online)).  Returns how many CPUs it filled, or
  * -1 with *why set.  Pure: thread-safe. */
 int pcpm_cpuid_fill(struct pcpm_cpu_cache *cpus, int ncpus, int nr_online,
 		    const struct pcpm_cpuid_cache *caches, int nc, const int *apicid, int napic,

@@ -6,7 +6,8 @@
 #           discovery's open() before, leaving the topology claimed and never published);
 #   stack   a PTHREAD_STACK_MIN thread whose allocations discover: at most glibc's stack use
 #           for the same work + 1 KiB (it overflowed its 16 KiB before: 8.7 KiB of buffers).
-# PCPMALLOC_HIGH_MAX=300: the thread's page runs refill, so discovery is due in that thread.
+# PCPMALLOC_HIGH_MAX=300: the thread's page runs refill, so discovery is due in that thread
+# (topo_work meets the age and heap conditions in main first, the refill count in the thread).
 # LD_BIND_NOW=1: the loader's lazy binding (its register save area) is not counted.
 set -u
 lib=$1 work=$2

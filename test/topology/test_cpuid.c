@@ -116,6 +116,33 @@ int main(void)
 	CHECK_EQ(cpus[0].slice_bytes, 256 * KiB);
 	CHECK_EQ(cpus[0].l2_share_bytes, 0);
 
+	/* The legacy leaves of a 2-vCPU AMD VM (bhyve, "Oxide Virtual Turin-like"): 0x80000006
+	 * gives a 1 MiB L2 and a 508 MiB L3 "package-wide" for leaf 1's 254 logical processors
+	 * (256 APIC ids), but 0x80000008 ECX is 0 (1 core per package, no x2APIC): hwloc's
+	 * packages are APIC id / 1, so each of APIC ids 0 and 1 is a package with its own L3
+	 * (lstopo: slice 508 MiB, not 254 MiB). */
+	const struct pcpm_cpuid_cache vm[] = {
+		{ .level = 2, .bytes = MiB, .max_sharing = 1, .pkg_apics = 1 },
+		{ .level = 3, .bytes = 1016 * 512 * KiB, .max_sharing = 256, .pkg_apics = 1 } };
+	const int vm_apic[2] = { 0, 1 };
+	memset(cpus, 0, sizeof(cpus));
+	CHECK_EQ(pcpm_cpuid_fill(cpus, 2, 2, vm, 2, vm_apic, 2, &why), 2);
+	for (int i = 0; i < 2; i++) {
+		CHECK_EQ(cpus[i].l2_shared, 1);
+		CHECK_EQ(cpus[i].llc_shared, 1);
+		CHECK_EQ(cpus[i].slice_bytes, 1016 * 512 * KiB);
+	}
+	/* without APIC ids too: min(max sharing, APIC ids per package, CPUs) */
+	CHECK_EQ(pcpm_cpuid_fill(cpus, 2, 2, vm, 2, vm_apic, 0, &why), 2);
+	CHECK_EQ(cpus[1].llc_shared, 1);
+	/* packages of 4 APIC ids bound an L3 listed for 16: two groups of 2 in ids 0-7 */
+	const struct pcpm_cpuid_cache p4[] = {
+		{ .level = 3, .bytes = 8 * MiB, .max_sharing = 16, .pkg_apics = 4 } };
+	const int p4_apic[4] = { 0, 1, 4, 5 };
+	CHECK_EQ(pcpm_cpuid_fill(cpus, 4, 4, p4, 1, p4_apic, 4, &why), 4);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(cpus[i].llc_shared, 2);
+
 	/* L1 only: nothing to size from. */
 	why = NULL;
 	CHECK_EQ(pcpm_cpuid_fill(cpus, 2, 2, c4, 2, ids, 0, &why), -1);
