@@ -305,12 +305,13 @@ static void __cache_add(struct kmem_cache *s, struct page **fresh, unsigned n)
 
 /*
  * need new slabs (at most NEW_SLABS_MAX) onto the cache's partial list: made with the lock
- * dropped, listed in one hold; how many (0: out of memory).  Cache lock held on entry and
- * exit.
+ * dropped (into fresh[], room the caller lends: slab_alloc_bulk's objs[], free until its
+ * objects are written, so that no array of them is on the stack of a first allocation, which
+ * may be a PTHREAD_STACK_MIN thread's), listed in one hold; how many (0: out of memory).
+ * Cache lock held on entry and exit.
  */
-static unsigned __cache_grow(struct kmem_cache *s, unsigned need)
+static unsigned __cache_grow(struct kmem_cache *s, unsigned need, struct page **fresh)
 {
-	struct page *fresh[NEW_SLABS_MAX];
 	cache_unlock(s);
 	unsigned nf = new_slabs(s, MIN(need, NEW_SLABS_MAX), fresh);
 	cache_lock(s);
@@ -387,7 +388,8 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 	 * slabs are made before the lock is taken, not with it dropped and taken again (one
 	 * kmem_cache hold per refill, not two); what is left of them waits on the partial
 	 * list, used first by the next refill */
-	struct page *fresh[NEW_SLABS_MAX];
+	/* (objs[] holds them until they are listed: need <= min <= max entries) */
+	struct page **fresh = (struct page **)objs;
 	unsigned nfresh = 0;
 	unsigned need = MIN((min + s->objects - 1) / s->objects, NEW_SLABS_MAX);
 	if (__atomic_load_n(&s->nr_partial, __ATOMIC_RELAXED) < need)
@@ -395,7 +397,9 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 	cache_lock(s);
 	__cache_add(s, fresh, nfresh);
 	while (got < min) {
-		if (list_empty(&s->partial) && !__cache_grow(s, (min - got + s->objects - 1) / s->objects))
+		if (list_empty(&s->partial) &&
+		    !__cache_grow(s, (min - got + s->objects - 1) / s->objects,
+				  (struct page **)&objs[got]))
 			break;
 		struct page *pg = (struct page *)s->partial.next;
 		unsigned f = pg->freelist ? slab_nr_free(s, pg) : 0;
