@@ -30,13 +30,7 @@ void *pcpm_malloc_slow(size_t n);
 
 static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 {
-	void *p;
-	if (likely(n <= SMALL_LOOKUP_MAX))
-		p = tcache_pop_small(n);
-	else if (n <= SLAB_MAX_SIZE)
-		p = tcache_pop(size_to_class(n));
-	else
-		p = NULL;
+	void *p = tcache_pop_size(n);
 	if (likely(p))
 		return p;
 	return pcpm_malloc_slow(n);

@@ -62,13 +62,7 @@ void pcpm_mallinfo(struct pcpm_mallinfo *mi);
 
 static inline __attribute__((always_inline)) void *dfl_malloc(size_t n)
 {
-	void *p;
-	if (likely(n <= SMALL_LOOKUP_MAX))
-		p = tcache_pop_small(n);
-	else if (n <= SLAB_MAX_SIZE)
-		p = tcache_pop(size_to_class(n));
-	else
-		p = NULL;
+	void *p = tcache_pop_size(n);
 	if (likely(p))
 		return p;
 	return dfl_malloc_slow(n);

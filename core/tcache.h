@@ -264,4 +264,16 @@ void tcache_unlock_registry(void);
 size_t tcache_cached_bytes(void);
 void tcache_fork_child(void);
 
+/* The calling thread's cached object for a request of n bytes, NULL when the request is not a
+ * cached class's or its stack is empty (then the caller's slow path); the malloc fast path of
+ * every front end that uses the default caches. */
+static inline __attribute__((always_inline)) void *tcache_pop_size(size_t n)
+{
+	if (likely(n <= SMALL_LOOKUP_MAX))
+		return tcache_pop_small(n);
+	if (n <= SLAB_MAX_SIZE)
+		return tcache_pop(size_to_class(n));
+	return NULL;
+}
+
 #endif
