@@ -18,26 +18,7 @@
 
 #include "lockstat.h"
 #include "pcp.h"
-
-#define SLAB_MAX_SIZE 16384	   /* largest object of the fast paths' classes (size_to_class) */
-/*
- * Paged classes: 20, 24, 28 and 32 KiB (SLAB_PAGED_STEP steps above SLAB_MAX_SIZE), served by
- * the slow paths only (their thread-cache capacity is 0), in slabs of order 3..SLAB_MAX_ORDER.
- * A power-of-two page block for a 17..32 KiB request wastes a quarter of it on average
- * (burst, xthread-large: most of their RSS above glibc's); a page-multiple class in a larger
- * slab wastes the step's rounding and the slab's tail.  The 32 KiB class is one order-3 block
- * per slab (no waste), as the page run it replaced, but its objects wait on the CPU sheaves
- * (sheaf.c) like the others instead of crossing the pcp and the zone lock (issue 14); without
- * sheaves (secure and memcheck mode, PCPMALLOC_SHEAVES=0) 28-32 KiB stay page runs
- * (pcpm_paged_max).  Above: page runs.
- */
-#define SLAB_PAGED_MAX 32768
-#define SLAB_PAGED_STEP 4096
-#define SLAB_PAGED_FIRST 64 /* class index of the first paged class */
-#define SLAB_MAX_ORDER 5    /* 128 KiB: object offsets stay below 2^17 (reciprocal) */
-#define NR_SIZE_CLASSES (SLAB_PAGED_FIRST + (SLAB_PAGED_MAX - SLAB_MAX_SIZE) / SLAB_PAGED_STEP)
-#define SMALL_LOOKUP_MAX 1024	   /* sizes served by the table lookup */
-#define NR_SMALL_LOOKUP (SMALL_LOOKUP_MAX / 16 + 1)
+#include "slab_order.h"
 
 /*
  * Layout: the fields read on every path sit on the first cache line, written once when the
@@ -131,15 +112,6 @@ static inline unsigned size_to_class(size_t n)
 	unsigned k = 63 - (unsigned)__builtin_clzl(n - 1); /* 2^k < n <= 2^(k+1) */
 	return 8 + (k - 7) * 8 + (unsigned)((n - 1 - (1UL << k)) >> (k - 3));
 }
-
-/* Paged class of a request of SLAB_MAX_SIZE < n <= SLAB_PAGED_MAX bytes. */
-static inline unsigned size_to_paged_class(size_t n)
-{
-	return SLAB_PAGED_FIRST + (unsigned)((n - SLAB_MAX_SIZE - 1) / SLAB_PAGED_STEP);
-}
-
-/* The formula behind the lookup table, for any n <= SLAB_PAGED_MAX (tests use it). */
-unsigned size_to_class_slow(size_t n);
 
 /* Flags of every kmem_cache (the kernel's SLAB_* cache flags), chosen by the mode at init:
  * SLAB_FREELIST_RANDOM carves a slab whole at once, its objects in random order, poisoned

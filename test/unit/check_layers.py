@@ -42,6 +42,7 @@ LAYERS = [
     ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
     ['core/barn.c'],            # the node barns of full and empty sheaves
     ['core/slab.c'],
+    ['core/slab_order.c'],      # size classes and slab orders
     ['core/pcp.c'],
     ['core/zone.c'],
     ['core/zone_grow.c'],       # the zone's growth outside its lock (arena commit, first touch)
