@@ -63,6 +63,7 @@ enum page_state {
 /* flags */
 #define PG_DIRTY 0x1 /* block was written since it was last committed or purged */
 #define PG_SECURE_QUAR 0x2 /* LARGE head, secure mode: freed, guarded, in the quarantine */
+#define PG_FROZEN 0x4 /* SLAB head: a CPU's slab, on no list (slab.h: slab_new_frozen) */
 
 /*
  * struct page: one per 4 KiB page, 64 bytes.  Written under the lock of whoever owns the

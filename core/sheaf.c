@@ -34,6 +34,7 @@
 #include "sheaf.h"
 #include "barn.h"
 #include "config.h"
+#include "slab_cpu.h"
 #include "topology.h"
 
 #include <string.h>
@@ -54,6 +55,8 @@ struct sheaf_pcs {
 	/* objects on the home chain (about: the inbox's count when it was taken, which may
 	 * miss a push; mallinfo's free bytes), written under lock, read racily */
 	uint32_t home_n;
+	/* the CPU's frozen slabs of the class, where the sheaves carve new objects */
+	struct cpu_slab cslab;
 } __attribute__((aligned(64)));
 
 enum { SHEAF_ALLOC = 1, SHEAF_FREE = 2 };
@@ -389,11 +392,16 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 			pcs->main = m = x[0];
 			pcs->spare = x[1];
 		} else {
-			/* what is asked for, up to a quarter of a sheaf: a full one would carve a
-			 * megabyte of new objects for each class a thread touches, where a
+			/* new objects from the CPU's own slabs, just what is asked for (no lock,
+			 * nothing carved that no thread uses); when those are used up and the
+			 * cache has partial slabs, up to a quarter of a sheaf from them: a full
+			 * one would take a megabyte for each class a thread touches, where a
 			 * thread-local mix needs a few; full sheaves come from the barn */
 			unsigned q = MAX(want, (cap + 3) / 4);
-			m->size = slab_alloc_bulk(cls, q, q, m->objects, cpu + 1);
+			m->size = cpu_slab_alloc(&pcs->cslab, cls, want, m->objects, cap, q, cpu + 1);
+			if (m->size < want)
+				m->size += slab_alloc_bulk(cls, q - m->size, q - m->size,
+							   &m->objects[m->size], cpu + 1);
 		}
 	}
 	unsigned got = MIN(want, m->size);
@@ -470,6 +478,7 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 	pcs->ops = 0;
 	if (idle)
 		__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
+	cpu_slab_release(&pcs->cslab, cls, idle); /* busy: the slabs carved to the end */
 	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
 	unsigned held = m->size + s->size;
 	unsigned n = idle ? held : MIN(pcs->low, held / (unsigned)pcpm_cfg.count_min_div);
@@ -525,7 +534,9 @@ bool sheaf_pending(void)
 			struct slab_sheaf *m, *s;
 			/* racy: a sheaf's size is read while its CPU may change it */
 			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed) ||
-			    __atomic_load_n(&sc->pcs[c].home, __ATOMIC_RELAXED))
+			    __atomic_load_n(&sc->pcs[c].home, __ATOMIC_RELAXED) ||
+			    __atomic_load_n(&sc->pcs[c].cslab.left, __ATOMIC_RELAXED) ||
+			    __atomic_load_n(&sc->pcs[c].cslab.ndone, __ATOMIC_RELAXED))
 				return true;
 			if ((s = __atomic_load_n(&sc->pcs[c].spare, __ATOMIC_ACQUIRE)) &&
 			    (m = __atomic_load_n(&sc->pcs[c].main, __ATOMIC_RELAXED)) &&
@@ -586,6 +597,7 @@ size_t sheaf_cached_bytes(bool nowait)
 					     pcpm_sheaf_cap[c])
 				       : 0) +
 				   __atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+				   __atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) +
 				   atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed);
 			bytes += n * pcpm_class_size[c];
 		}

@@ -385,6 +385,66 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 	return got;
 }
 
+unsigned slab_new_frozen(unsigned cls, unsigned n, struct page **pg, uint32_t owner)
+{
+	struct kmem_cache *s = kmem_cache_of(cls);
+	if (unlikely(slab_flags))
+		return 0;
+	unsigned nf = new_slabs(s, MIN(n, NEW_SLABS_MAX), pg);
+	for (unsigned i = 0; i < nf; i++) {
+		pg[i]->inuse = (uint16_t)s->objects;
+		pg[i]->flags |= PG_FROZEN;
+		__atomic_store_n(&pg[i]->slab_owner, owner, __ATOMIC_RELAXED);
+	}
+	atomic_fetch_add_explicit(&s->nr_frozen, nf, memory_order_relaxed);
+	return nf;
+}
+
+unsigned slab_frozen_carve(unsigned cls, struct page *pg, unsigned n, void **objs)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	unsigned k = MIN(n, s->objects - pg->carved);
+	char *o = pg->addr + (size_t)pg->carved * s->size;
+	for (unsigned j = 0; j < k; j++, o += s->size) {
+		((uintptr_t *)o)[1] = PCPM_FREE_KEY;
+		objs[j] = o;
+	}
+	__atomic_store_n(&pg->carved, (uint16_t)(pg->carved + k), __ATOMIC_RELAXED);
+	slab_carved(s, pg);
+	return k;
+}
+
+void slab_unfreeze(unsigned cls, struct page *first)
+{
+	struct kmem_cache *s = &pcpm_caches[cls];
+	struct page *empty = NULL;
+	unsigned n = 0;
+	cache_lock(s);
+	for (struct page *pg = first, *next; pg; pg = next, n++) {
+		next = (struct page *)pg->lru.next;
+		s->frozen_free -= s->objects - pg->inuse;
+		pg->inuse = (uint16_t)(pg->inuse - (s->objects - pg->carved));
+		pg->flags &= (uint8_t)~PG_FROZEN;
+		s->nr_slabs++;
+		s->slab_alloc++;
+		if (pg->inuse == 0 && s->nr_partial >= s->min_partial) {
+			s->nr_slabs--;
+			s->slab_free++;
+			pg->lru.next = (struct list_head *)empty;
+			empty = pg;
+		} else if (slab_has_free(s, pg)) {
+			list_add_tail(&pg->lru, &s->partial);
+			partial_count(s, 1);
+		}
+	}
+	atomic_fetch_sub_explicit(&s->nr_frozen, n, memory_order_relaxed);
+	cache_unlock(s);
+	for (struct page *pg = empty, *next; pg; pg = next) {
+		next = (struct page *)pg->lru.next;
+		discard_slabs(s, &pg, 1);
+	}
+}
+
 /* Puts the chain first..last (n objects of slab pg, linked first to last, last's link
  * unset) on pg's freelist.  Cache lock held.  Returns the slab when it became empty and
  * should go back to the pcp (the caller discards it after unlocking). */
@@ -395,7 +455,12 @@ static struct page *__slab_free_chain(struct kmem_cache *s, struct page *pg, voi
 	fl_store(last, pg->freelist);
 	vg_close_obj(last);
 	pg->freelist = first;
-	pg->inuse = (uint16_t)(pg->inuse - n);
+	/* (relaxed atomics: a frozen slab's owner reads inuse without the lock) */
+	__atomic_store_n(&pg->inuse, (uint16_t)(pg->inuse - n), __ATOMIC_RELAXED);
+	if (pg->flags & PG_FROZEN) { /* a CPU's slab: its owner lists it when it unfreezes it */
+		s->frozen_free += n;
+		return NULL;
+	}
 	if (was_full) {
 		list_add_tail(&pg->lru, &s->partial);
 		partial_count(s, 1);
@@ -597,19 +662,23 @@ void slab_usage(bool nowait, size_t *live_bytes, size_t *slab_bytes)
 		struct kmem_cache *s = &pcpm_caches[c];
 		if (!__atomic_load_n(&s->size, __ATOMIC_ACQUIRE))
 			continue; /* never set up */
-		size_t bytes = (size_t)s->nr_slabs << (s->order + PAGE_SHIFT);
+		size_t bytes = (size_t)(s->nr_slabs + atomic_load_explicit(&s->nr_frozen,
+									   memory_order_relaxed))
+			       << (s->order + PAGE_SHIFT);
 		/* a signal handler waits for no lock: a cache it cannot lock counts whole */
 		if (nowait ? !pcpm_trylock(&s->lock) : (pcpm_lock(&s->lock), false)) {
 			live += bytes;
 			slabs += bytes;
 			continue;
 		}
-		/* full slabs are on no list: every object of theirs is handed out */
-		uint64_t objs = (s->nr_slabs - s->nr_partial) * s->objects;
+		/* full slabs are on no list: every object of theirs is handed out; a frozen
+		 * slab's are, but those freed back to it (its uncarved tail: sheaf_cached_bytes) */
+		uint32_t frozen = atomic_load_explicit(&s->nr_frozen, memory_order_relaxed);
+		uint64_t objs = (s->nr_slabs - s->nr_partial + frozen) * s->objects - s->frozen_free;
 		for (struct list_head *e = s->partial.next; e != &s->partial; e = e->next)
 			objs += ((struct page *)e)->inuse;
 		live += (size_t)objs * s->size;
-		slabs += (size_t)s->nr_slabs << (s->order + PAGE_SHIFT);
+		slabs += (size_t)(s->nr_slabs + frozen) << (s->order + PAGE_SHIFT);
 		pcpm_unlock(&s->lock);
 	}
 	*live_bytes = live;
@@ -620,7 +689,9 @@ void slab_stats_add(struct pcpm_stats *st)
 {
 	struct lock_sum ls = { 0 };
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		st->slab_alloc += pcpm_caches[c].slab_alloc;
+		/* (a frozen slab is counted when it is unfrozen, those frozen now here) */
+		st->slab_alloc += pcpm_caches[c].slab_alloc +
+				  atomic_load_explicit(&pcpm_caches[c].nr_frozen, memory_order_relaxed);
 		st->slab_free += pcpm_caches[c].slab_free;
 		lock_sum_add(&ls, &pcpm_caches[c].ls);
 	}

@@ -43,8 +43,10 @@ struct kmem_cache {
 	struct list_head partial;
 	_Atomic(void *) deferred; /* objects freed by signal handlers while the lock was
 				   * taken (safe-linked stack); drained by the next holder */
-	/* counters, under lock */
+	/* counters, under lock (nr_slabs: the slabs not frozen) */
 	uint64_t nr_slabs, slab_alloc, slab_free;
+	uint32_t frozen_free;	  /* objects on frozen slabs' freelists, under lock */
+	_Atomic uint32_t nr_frozen; /* slabs frozen for a CPU (slab_new_frozen) */
 	struct lock_stat ls; /* the lock profile: slab_lock* in the statistics */
 } PCPM_CACHELINE_ALIGNED;
 
@@ -180,6 +182,24 @@ static inline long slab_obj_index(struct page *head, const void *p)
  */
 void *slab_alloc_nested(unsigned cls);
 void slab_free_nested(void *o, struct page *head);
+
+/*
+ * Frozen slabs (SLUB's CPU slab, kmem_cache_cpu): new slabs one CPU carves with no kmem_cache
+ * lock (slab_cpu.c).  slab_new_frozen: up to n (<= 8) new slabs of class cls into pg[], how
+ * many (0: out of memory, or a mode whose slabs are carved differently, slab_flags); taken
+ * from the pcp (above order 3 from the zone in one hold), on no list, every object counted
+ * in use and none carved, slab_owner set to owner.  slab_frozen_carve: up to n objects of
+ * the frozen slab pg's uncarved tail into objs[], each marked free (PCPM_FREE_KEY), the
+ * free fast path's bound raised to them; how many.  A free that reaches a frozen slab goes
+ * onto its freelist and never lists it.  slab_unfreeze: the frozen slabs of the chain first
+ * (linked through lru.next) back to the cache in one lock hold (deactivate_slab): the
+ * uncarved tail is the slab's again, and each goes on the partial list, or back to the
+ * pcp when every object came back, or on no list when full.  The owner alone calls the
+ * three for a slab (its sheaf lock serializes them); no kmem_cache lock held.
+ */
+unsigned slab_new_frozen(unsigned cls, unsigned n, struct page **pg, uint32_t owner);
+unsigned slab_frozen_carve(unsigned cls, struct page *pg, unsigned n, void **objs);
+void slab_unfreeze(unsigned cls, struct page *first);
 
 /* Is p on its slab's freelist?  (double-free confirmation; takes the cache lock) */
 bool slab_object_is_free(struct page *head, const void *p);

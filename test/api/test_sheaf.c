@@ -16,9 +16,21 @@
  * back (sheaf_decayed counts the objects) down to the slabs, the pcps, the zone and the
  * purge: the resident memory goes back to within 16 MiB of where it started (it stayed above
  * 30 MiB when nothing decayed sheaves).
+ *
+ * cpuslab: a CPU's new objects come from its own frozen slabs (slab_cpu.c, SLUB's CPU slab):
+ * 16 threads, each holding one object of each of the 25 classes from 4 to 16 KiB, take no
+ * kmem_cache lock for them (one per quarter-sheaf refill before: 400), and the resident
+ * memory grows by at most 24 KiB per object held (the thread caches' refills carve a few
+ * objects ahead; carving a quarter sheaf ahead wrote the free mark of 16-32 objects per
+ * class: 52 KiB per object).  Then 8 threads allocate 3000 objects of 96 bytes five times,
+ * each round freed by the next thread (objects go home, sheaves overflow into the slabs,
+ * frees reach frozen slabs), and after malloc_trim every slab those rounds made is gone
+ * again and mallinfo counts what it counted before: frozen slabs are unfrozen, their
+ * freelists and uncarved tails accounted.
  */
 #include "testutil.h"
 
+#include <malloc.h>
 #include <pthread.h>
 
 enum { EDGE_N = 1024, EDGE_K = 200, DECAY_THREADS = 16, DECAY_OBJS = 400, DECAY_SIZE = 8192 };
@@ -90,15 +102,101 @@ static void decay(void)
 	CHECK(rss <= before + 16 * (long long)TU_MIB);
 }
 
+enum { FRESH_THREADS = 16, FRESH_CLASSES = 25, RECYCLE_THREADS = 8, RECYCLE_OBJS = 3000 };
+
+static void *fresh_worker(void *arg)
+{
+	(void)arg;
+	void *v[FRESH_CLASSES];
+	free(malloc(16)); /* the thread's cache and CPU slot set up */
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar); /* main reads RSS and the lock count */
+	for (int i = 0; i < FRESH_CLASSES; i++)
+		CHECK((v[i] = malloc(4096 + 512 * (size_t)i)) != NULL);
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar); /* main reads them again */
+	for (int i = 0; i < FRESH_CLASSES; i++)
+		free(v[i]);
+	return NULL;
+}
+
+static void *recycle_objs[RECYCLE_THREADS][RECYCLE_OBJS];
+
+static void *recycle_worker(void *arg)
+{
+	long me = (long)arg, next = (me + 1) % RECYCLE_THREADS;
+	for (int r = 0; r < 5; r++) {
+		for (int i = 0; i < RECYCLE_OBJS; i++) {
+			CHECK((recycle_objs[me][i] = malloc(96)) != NULL);
+			memset(recycle_objs[me][i], (int)me, 96);
+		}
+		pthread_barrier_wait(&bar);
+		for (int i = 0; i < RECYCLE_OBJS; i++) { /* the next thread's: they go home */
+			CHECK(((unsigned char *)recycle_objs[next][i])[95] == (unsigned char)next);
+			free(recycle_objs[next][i]);
+		}
+		pthread_barrier_wait(&bar);
+	}
+	return NULL;
+}
+
+static void cpuslab(void)
+{
+	pthread_t t[FRESH_THREADS];
+	CHECK(pthread_barrier_init(&bar, NULL, FRESH_THREADS + 1) == 0);
+	for (int i = 0; i < FRESH_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, fresh_worker, NULL) == 0);
+	pthread_barrier_wait(&bar);
+	long long rss0 = tu_rss_bytes(), lock0 = tu_stat("slab_lock");
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar);
+	long long rss1 = tu_rss_bytes(), locks = tu_stat("slab_lock") - lock0;
+	pthread_barrier_wait(&bar);
+	for (int i = 0; i < FRESH_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	CHECK(pthread_barrier_destroy(&bar) == 0);
+	double per_obj = (double)(rss1 - rss0) / 1024.0 / (FRESH_THREADS * FRESH_CLASSES);
+	printf("cpuslab: %d objects of 4-16 KiB: %lld kmem_cache lock acquisitions, RSS +%.1f KiB "
+	       "per object\n", FRESH_THREADS * FRESH_CLASSES, locks, per_obj);
+	fflush(stdout);
+	CHECK(locks <= FRESH_THREADS / 2);
+	CHECK(per_obj <= 24.0);
+
+	malloc_trim(0);
+	long long slabs0 = tu_stat("slab_alloc") - tu_stat("slab_free");
+	size_t used0 = mallinfo2().uordblks;
+	pthread_t r[RECYCLE_THREADS];
+	CHECK(pthread_barrier_init(&bar, NULL, RECYCLE_THREADS) == 0);
+	for (long i = 0; i < RECYCLE_THREADS; i++)
+		CHECK(pthread_create(&r[i], NULL, recycle_worker, (void *)i) == 0);
+	for (int i = 0; i < RECYCLE_THREADS; i++)
+		CHECK(pthread_join(r[i], NULL) == 0);
+	CHECK(pthread_barrier_destroy(&bar) == 0);
+	long long made = tu_stat("slab_alloc") - tu_stat("slab_free") - slabs0;
+	malloc_trim(0);
+	long long left = tu_stat("slab_alloc") - tu_stat("slab_free") - slabs0;
+	size_t used1 = mallinfo2().uordblks;
+	printf("cpuslab: recycle: %lld slabs held before malloc_trim, %lld after; in use %zu KiB "
+	       "before, %zu KiB after\n", made, left, used0 >> 10, used1 >> 10);
+	fflush(stdout);
+	CHECK(made > 0);
+	CHECK(left <= 0);
+	CHECK(used1 <= used0 + (64 << 10));
+}
+
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_sheaf");
 	tu_watchdog(60);
-	/* argv[1]: "edge" or "decay" runs one case (meson passes the mode: both run) */
+	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: both run) */
 	const char *which = argc > 1 ? argv[1] : "all";
-	if (strcmp(which, "decay"))
+	if (strcmp(which, "edge") && strcmp(which, "cpuslab") && strcmp(which, "decay"))
+		which = "all"; /* meson's "short" or "long" */
+	if (!strcmp(which, "all") || !strcmp(which, "edge"))
 		edge();
-	if (strcmp(which, "edge"))
+	if (!strcmp(which, "all") || !strcmp(which, "cpuslab"))
+		cpuslab();
+	if (!strcmp(which, "all") || !strcmp(which, "decay"))
 		decay();
 	printf("test_sheaf: ok\n");
 	return 0;

@@ -41,6 +41,7 @@ LAYERS = [
     ['core/tcache.c'],
     ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
     ['core/barn.c'],            # the node barns of full and empty sheaves
+    ['core/slab_cpu.c'],        # a CPU's frozen slabs (SLUB's CPU slab)
     ['core/slab.c'],
     ['core/slab_order.c'],      # size classes and slab orders
     ['core/pcp.c'],
