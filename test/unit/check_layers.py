@@ -63,17 +63,7 @@ LAYERS = [
 # Headers whose name is not their .c's, and leaf headers (None): types, constants and
 # inline helpers; what their inline code calls is checked through the symbols.
 HEADER_OWNER = {
-    'core/alloc.h': 'core/api.c',
-    'core/alloc_default.h': 'core/free.c',   # the lowest of the default functions' files
-    'core/frontend.h': 'core/vgmode.c',      # the lower of the two front ends
-    'core/vgmode.h': 'core/vg.c',            # the leaf part of memcheck mode
-    'core/secure_mode.h': 'core/secure_large.c',  # what secure mode's two files share
-    'core/nested.h': 'core/os.c',            # the variables live in os.c
-    'core/free_fast.h': None,
-    'core/stat.h': None,                     # struct pcpm_stats: every layer fills it
-    'core/lockstat.h': None,                 # the lock profile: inline helpers over os.h
     'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
-    'topology/sysread.h': None,              # raw reads of small kernel files (syscall())
     'preload/pcpmalloc.h': 'preload/preload.c',
 }
 
