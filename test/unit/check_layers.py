@@ -63,7 +63,6 @@ LAYERS = [
 # Headers whose name is not their .c's, and leaf headers (None): types, constants and
 # inline helpers; what their inline code calls is checked through the symbols.
 HEADER_OWNER = {
-    'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
     'preload/pcpmalloc.h': 'preload/preload.c',
 }
 
