@@ -1,10 +1,11 @@
 /*
  * alloc-aligned.c - the default mode's aligned allocation below the inline fast path
- * (pcpm_aligned_fast, alloc.h): a slab class whose objects are multiples of the alignment
+ * (pcpm_aligned_fast, api.h): a slab class whose objects are multiples of the alignment
  * (every object of a page-aligned slab is then aligned), else an aligned page run or huge
  * mapping.  Calls tcache, slab, large and the address-space reclaim.
  */
-#include "alloc_default.h"
+#include "alloc.h"
+#include "alloc-aligned.h"
 #include "large.h"
 #include "vmstat.h"
 

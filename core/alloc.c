@@ -1,17 +1,17 @@
 /*
- * alloc.c - the default mode's malloc below the inline fast path (alloc.h): size dispatch
+ * alloc.c - the default mode's malloc below the inline fast path (api.h): size dispatch
  * (thread cache and slab classes, paged classes, page runs, huge mappings), the signal-handler
  * path, the address-space reclaim and calloc.  Calls tcache, slab, large, huge, the early
  * area, the periodic work (vmstat.c) and topology discovery; called by api.c and the memcheck
  * front end.
  */
-#include "alloc_default.h"
+#include "alloc.h"
 #include "early.h"
 #include "init.h"
 #include "large.h"
 #include "huge_quarantine.h"
 #include "topology.h"
-#include "vgmode.h"
+#include "vg.h"
 #include "vmstat.h"
 
 #include <errno.h>

@@ -1,15 +1,22 @@
 /*
- * api.c - the allocation API below the inline fast paths (alloc.h): argument checks common
+ * api.c - the allocation API below the inline fast paths (api.h): argument checks common
  * to every mode, then the one choice of front end per call - the default functions
- * (alloc_default.h), secure, memcheck or junk mode (frontend.h), the heap profiler
- * (prof_mode.h) - read from pcpm_mode, which
- * pcpm_init() writes once.  Until the allocator has started, the entries take the start-up
- * path: the early area while it serves, else pcpm_init(), then the choice.
+ * (alloc.h, free.h, realloc.h, alloc-aligned.h, trim.h), secure, memcheck or junk mode
+ * (secure_mode.h, vgmode.h, junk_mode.h), the heap profiler (prof_mode.h) - read from
+ * pcpm_mode, which pcpm_init() writes once.  Until the allocator has started, the entries take
+ * the start-up path: the early area while it serves, else pcpm_init(), then the choice.
  * Calls the front ends, the default functions, init and the early area; called by preload/.
  */
+#include "api.h"
 #include "alloc.h"
+#include "alloc-aligned.h"
+#include "free.h"
+#include "realloc.h"
+#include "trim.h"
 #include "early.h"
-#include "frontend.h"
+#include "junk_mode.h"
+#include "secure_mode.h"
+#include "vgmode.h"
 #include "init.h"
 #include "prof_mode.h"
 #include "vmstat.h"

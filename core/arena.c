@@ -7,9 +7,9 @@
 #include "arena.h"
 #include "config.h"
 #include "lockstat.h"
-#include "stat.h"
+#include "stat_counters.h"
 #include "early.h"
-#include "vgmode.h"
+#include "vg.h"
 
 #include <errno.h>
 #include <string.h>

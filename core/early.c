@@ -3,7 +3,7 @@
  * A leaf: calls os.c only.
  */
 #include "early.h"
-#include "vgmode.h"
+#include "vg.h"
 
 #include <string.h>
 

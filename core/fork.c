@@ -4,12 +4,13 @@
  * functions (init, memcheck front end, slab, zone bring-up, pcp, zone, huge, arena, tcache);
  * called by preload/.
  */
-#include "alloc.h"
-#include "frontend.h"
+#include "fork.h"
+#include "tcache.h"
+#include "vgmode.h"
 #include "huge_quarantine.h"
 #include "secure_runs.h"
 #include "init.h"
-#include "nested.h"
+#include "os.h"
 #include "prof_dump.h"
 #include "topology.h"
 #include "vmstat.h"

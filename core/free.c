@@ -1,11 +1,11 @@
 /*
- * free.c - the default mode's free paths below the inline fast path (alloc.h): classifies a
+ * free.c - the default mode's free paths below the inline fast path (free_fast.h): classifies a
  * pointer that is not a thread-cacheable slab object - a slab object with the key word set
  * (double-free check), a page run, an early block, a huge mapping - and frees it or aborts
  * with one line naming the call and the address.  Also the usable size of a block, which
  * classifies the same way.  Calls tcache, slab, large, huge and the early area.
  */
-#include "alloc_default.h"
+#include "free.h"
 #include "early.h"
 #include "large.h"
 

@@ -1,8 +1,8 @@
 /*
  * free_fast.h - the free fast path, inline: one descriptor line read, the slab object
  * validated, its double-free key checked, then the thread cache's push.  Shared by the API
- * (alloc.h: pcpm_free_call, whose slow parts are api.c's entries) and the default functions
- * (alloc_default.h: dfl_free, whose slow parts are free.c's and tcache.c's): the slow parts
+ * (api.h: pcpm_free_call, whose slow parts are api.c's entries) and the default functions
+ * (free.h: dfl_free, whose slow parts are free.c's and tcache.c's): the slow parts
  * come in as constants, so with the helpers always inlined the calls are direct tail calls.
  * Thread-safety: the calling thread's cache only.
  */

@@ -7,7 +7,7 @@
 #include "huge.h"
 #include "config.h"
 #include "lockstat.h"
-#include "stat.h"
+#include "stat_counters.h"
 
 #include <errno.h>
 #include <string.h>

@@ -12,7 +12,7 @@
 #include "secure.h"
 #include "tcache.h"
 #include "topology.h"
-#include "vgmode.h"
+#include "vg.h"
 #include "vmstat.h"
 
 #include <errno.h>

@@ -6,12 +6,16 @@
  * fast stacks off, so every call reaches api.c's choice of front end; the default mode's
  * paths do not change.  A freed slab object keeps its first 16 bytes for the free list and
  * the free mark (the default functions' double-free check reads them).  Calls the default
- * functions (alloc_default.h) and the huge layer's lookup.  Thread-safety: the block being
+ * functions (alloc.h, free.h, realloc.h, alloc-aligned.h) and the huge layer's lookup.  Thread-safety: the block being
  * allocated or freed only.
  */
-#include "alloc_default.h"
+#include "alloc.h"
+#include "alloc-aligned.h"
+#include "free.h"
+#include "huge.h"
+#include "realloc.h"
 #include "early.h"
-#include "frontend.h"
+#include "junk_mode.h"
 
 #include <errno.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * program touches them.  Calls the pcp, zone and huge layers.
  */
 #include "large.h"
-#include "nested.h"
+#include "os.h"
 
 void *large_alloc(size_t size, size_t align, bool *run)
 {

@@ -4,7 +4,6 @@
  */
 #define _GNU_SOURCE
 #include "os.h"
-#include "nested.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -659,7 +658,7 @@ void pcpm_random_fork_child(void)
 	atomic_store_explicit(&spare, 0, memory_order_relaxed);
 }
 
-/* nested.h: signal-handler depth, the no-lock child, the "inside a slow path" flag */
+/* os.h's nesting flags: signal-handler depth, the no-lock child, the "inside a slow path" flag */
 __thread int pcpm_sig_depth __attribute__((tls_model("initial-exec")));
 int pcpm_nolock_all;
 __thread int pcpm_inside __attribute__((tls_model("initial-exec")));

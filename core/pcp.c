@@ -10,7 +10,7 @@
 #include "config.h"
 #include "topology.h"
 #include "sizing.h"
-#include "nested.h"
+#include "os.h"
 
 #include <sched.h>
 #include <stddef.h>

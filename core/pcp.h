@@ -13,7 +13,7 @@
 #ifndef PCPM_PCP_H
 #define PCPM_PCP_H
 
-#include "stat.h"
+#include "stat_counters.h"
 #include "zone.h"
 
 #define PAGE_ALLOC_COSTLY_ORDER 3

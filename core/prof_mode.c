@@ -1,6 +1,6 @@
 /*
  * prof_mode.c - the heap profiler's front end (PCPMALLOC_PROF=1): which allocations are
- * sampled.  Calls the default functions (alloc_default.h), large.c for the sampled blocks,
+ * sampled.  Calls the default functions (alloc.h, free.h, realloc.h, alloc-aligned.h), large.c for the sampled blocks,
  * prof.c's records and prof_dump.c's interval count; called by api.c.
  *
  * Sampling, as tcmalloc's Sampler and jemalloc's prof_sample: the bytes a thread allocates
@@ -28,7 +28,10 @@
  * which looks the address up in prof.c's live table (page aligned only: one cache line).
  * A 16-byte sample costs a 4 KiB page; at the default rate that is under 1% of the heap.
  */
-#include "alloc_default.h"
+#include "alloc.h"
+#include "alloc-aligned.h"
+#include "free.h"
+#include "realloc.h"
 #include "large.h"
 #include "prof.h"
 #include "prof_dump.h"

@@ -1,7 +1,7 @@
 /*
  * prof_mode.h - the heap profiler's front end (prof_mode.c, PCPMALLOC_PROF=1 or
  * PCPMALLOC_LEAKS=1): the default functions with a sampling decision on their slow paths.
- * Same contracts as alloc.h's pcpm_ functions; called by api.c only once the allocator has
+ * Same contracts as api.h's pcpm_ functions; called by api.c only once the allocator has
  * started in this mode.  Thread-safe; from a signal handler that interrupted pcpmalloc they
  * take the default no-wait paths and sample nothing.
  */

@@ -2,9 +2,11 @@
  * realloc.c - the default mode's realloc: a slab object stays when its class still fits, a
  * page run shrinks or grows in place (large_resize), a huge mapping grows or shrinks with
  * mremap, an early block stays while it fits; everything else moves (malloc, copy, free).
- * Calls the default malloc and free (alloc_default.h), large, huge and the early area.
+ * Calls the default malloc and free (alloc.h, free.h), large, huge and the early area.
  */
-#include "alloc_default.h"
+#include "alloc.h"
+#include "free.h"
+#include "realloc.h"
 #include "early.h"
 #include "large.h"
 

@@ -1,6 +1,6 @@
 /*
  * secure_large.c - the secure front end's large blocks, huge mappings and zero-size blocks
- * (see secure_mode.h).  hardened_malloc's large allocations are the model: the block's end
+ * (see secure_large.h).  hardened_malloc's large allocations are the model: the block's end
  * against a guard page, nothing of it reused at once.
  *
  * A page run is a buddy block of 2^order pages whose first and last pages are guards laid
@@ -21,10 +21,11 @@
  * signal handlers get huge mappings and free runs without the quarantine.
  */
 #include "early.h"
+#include "free.h"
 #include "huge_quarantine.h"
 #include "large.h"
-#include "nested.h"
-#include "secure_mode.h"
+#include "os.h"
+#include "secure_large.h"
 #include "secure_runs.h"
 
 #include <errno.h>

@@ -14,9 +14,11 @@
  * work and the address-space reclaim.
  */
 #include "early.h"
-#include "frontend.h"
-#include "huge_quarantine.h"
+#include "alloc.h"
+#include "free.h"
 #include "secure_mode.h"
+#include "huge_quarantine.h"
+#include "secure_large.h"
 #include "topology.h"
 #include "vmstat.h"
 

@@ -1,47 +1,28 @@
 /*
- * secure_mode.h - what the secure front end's two files share: secure_mode.c (the API
- * entries, small blocks) calls secure_large.c (page runs, huge mappings, zero-size blocks).
- * Private to the front end.  Sizes are bytes; thread-safe.
+ * secure_mode.h - the secure front end's API entries (secure_mode.c, PCPMALLOC_SECURE=1:
+ * canaries, zeroed and quarantined free memory, guard pages, checked sizes), which api.c
+ * chooses instead of the default functions.  Same contracts as api.h's pcpm_ functions (sizes
+ * in bytes, 16-byte alignment, NULL + ENOMEM / EINVAL, one-line abort on a bad pointer);
+ * called only once the allocator has started in secure mode.  Thread-safe.
  */
 #ifndef PCPM_SECURE_MODE_H
 #define PCPM_SECURE_MODE_H
 
-#include "alloc_default.h"
-#include "secure.h"
+#include "slab.h"
 
-/* Largest small block (slab object): the slot holds 24 bytes more. */
-#define SECURE_SMALL_MAX (SLAB_MAX_SIZE - SECURE_SMALL_EXTRA)
-
-/* No size given to free (free, delete without a size); else the caller's size is checked. */
-#define SECURE_NO_SIZE ((size_t)-1)
-
-/*
- * Zero-size blocks: malloc(0) gets a distinct address in a reserved PROT_NONE range (any
- * access faults), handed out in order and reused only after the range's 4 million others;
- * free of one does nothing.  secure_zero_block: NULL when the range cannot be reserved.
- */
-void *secure_zero_block(void);
-bool secure_is_zero_block(const void *p);
-
-/*
- * A large block of n bytes (n > SECURE_SMALL_MAX, or align > PAGE_SIZE), zeroed, aligned to
- * align (a power of two; 0 or 16 for malloc), its end against a guard page; NULL on
- * exhaustion (errno ENOMEM or mmap's).  *run: a page run (not a huge mapping), for the
- * counters.  Page runs: canary and header in front, canary from the end to the guard;
- * huge mappings: at the mapping's start, canary up to the guard page.
- */
-void *secure_large_alloc(size_t n, size_t align, bool *run);
-/* Frees the large block or huge mapping p (pg: pcpm_page_of(p)), checking canaries, header
- * and the size the caller gave (or SECURE_NO_SIZE); aborts on a bad pointer. */
-void secure_large_free(void *p, const char *call, size_t size);
-/* The request size of the live large block or huge mapping p; aborts on a bad pointer. */
-size_t secure_large_size(const void *p, const char *call);
-/* realloc of the live large block p to size bytes (> SECURE_SMALL_MAX) where it can stay
- * in its run (same pages); NULL when it must move (the caller moves it). */
-void *secure_large_resize(void *p, size_t size);
-/* Does p belong to a page run or huge mapping (live or quarantined)? */
-bool secure_is_large(const void *p);
-/* Empties the quarantine of page runs (malloc_trim, address space exhausted). */
-void secure_large_drain(void);
+void *secure_malloc(size_t n);
+void secure_free_generic(void *p, const char *call);
+/* free with the caller's size (sized delete, free_sized): aborts when it is not the block's */
+void secure_free_sized(void *p, size_t size, const char *call);
+void secure_free_small(void *p, unsigned cls);
+void secure_free_slab_checked(void *p, struct page *head, const char *call);
+void *secure_calloc(size_t n); /* calloc of n bytes: api.c checked the product */
+/* realloc: p != NULL, 0 < size <= PTRDIFF_MAX (api.c handles the other cases for all modes) */
+void *secure_realloc(void *p, size_t size);
+void *secure_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
+size_t secure_usable_size(const void *p);
+/* malloc_trim's secure part, before the default one: the huge mappings signal handlers
+ * freed go through the quarantine (the default trim would cache and unmap them). */
+void secure_trim(void);
 
 #endif

@@ -13,7 +13,7 @@
  */
 #include "secure_runs.h"
 
-#include "nested.h"
+#include "os.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
  */
 #include "slab.h"
 #include "topology.h"
-#include "vgmode.h"
+#include "vg.h"
 
 #include <string.h>
 

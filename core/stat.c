@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "stat.h"
-#include "alloc_default.h"
+#include "alloc.h"
 #include "config.h"
 #include "early.h"
 #include "huge.h"

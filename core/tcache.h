@@ -17,7 +17,7 @@
 #ifndef PCPM_TCACHE_H
 #define PCPM_TCACHE_H
 
-#include "nested.h"
+#include "os.h"
 #include "sheaf.h"
 
 /*

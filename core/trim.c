@@ -4,7 +4,9 @@
  * level's free and cached bytes).  Calls tcache, sheaf, slab, pcp, zone, huge and the early
  * area.
  */
-#include "alloc_default.h"
+#include "trim.h"
+#include "huge.h"
+#include "tcache.h"
 #include "early.h"
 #include "init.h"
 #include "sheaf.h"

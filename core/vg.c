@@ -1,9 +1,9 @@
 /*
- * vg.c - memcheck mode's leaf (see vgmode.h): detection and block annotation, used by every
+ * vg.c - memcheck mode's leaf (see vg.h): detection and block annotation, used by every
  * layer's annotations; the memcheck front end itself (free, realloc, quarantine) is
  * vgmode.c.  Calls nothing of pcpmalloc but config.
  */
-#include "vgmode.h"
+#include "vg.h"
 #include "config.h"
 
 bool pcpm_vg PCPM_HOT;

@@ -1,14 +1,16 @@
 /*
- * vgmode.c - the memcheck front end (see vgmode.h and frontend.h): every block handed out is
+ * vgmode.c - the memcheck front end (see vgmode.h): every block handed out is
  * described to memcheck (MALLOCLIKE/FREELIKE), freed blocks wait in a FIFO quarantine before
  * the default free paths take them back, realloc always moves.  Calls the default functions
- * (alloc_default.h), tcache, large, huge and the memcheck leaf (vg.c).
+ * (alloc.h, free.h, alloc-aligned.h), tcache, large, huge and the memcheck leaf (vg.c).
  */
-#include "alloc_default.h"
+#include "alloc.h"
+#include "alloc-aligned.h"
+#include "free.h"
 #include "early.h"
-#include "frontend.h"
-#include "large.h"
 #include "vgmode.h"
+#include "large.h"
+#include "vg.h"
 
 #include <errno.h>
 #include <string.h>

@@ -5,8 +5,8 @@
  */
 #include "zone.h"
 #include "config.h"
-#include "stat.h"
-#include "vgmode.h"
+#include "stat_counters.h"
+#include "vg.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

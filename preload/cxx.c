@@ -7,7 +7,7 @@
  * any program that calls operator new has libstdc++ loaded, so they resolve there.
  * Without them (impossible in practice) the failure aborts with a pcpmalloc message.
  */
-#include "alloc.h"
+#include "api.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -1,11 +1,13 @@
 /*
  * preload.c - the exported allocation API of libpcpmalloc.so: the C functions of glibc's
  * malloc.h and stdlib.h, free_sized/free_aligned_sized (C23), and the pcpmalloc_* calls of
- * pcpmalloc.h.  Each is a thin wrapper over core/malloc.h; the malloc and free fast paths
+ * pcpmalloc.h.  Each is a thin wrapper over core/api.h; the malloc and free fast paths
  * are inlined here.  No dlsym, no constructor needed: the first call initialises.
  */
 #define _GNU_SOURCE
-#include "alloc.h"
+#include "api.h"
+#include "fork.h"
+#include "trim.h"
 #include "config.h"
 #include "prof_dump.h"
 #include "pcpmalloc.h"

@@ -14,7 +14,7 @@
  * in flight runs the old or the new one, as with the kernel).
  */
 #define _GNU_SOURCE
-#include "alloc.h"
+#include "api.h"
 
 #include <elf.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
 #ifndef PCPM_CPUID_H
 #define PCPM_CPUID_H
 
-#include "topology.h"
+#include "cpuinfo.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,9 +1,9 @@
 /*
- * cpuinfo.c - the parts of topology.h that need neither hwloc nor the allocator: the slice
+ * cpuinfo.c - the parts of topology (cpuinfo.h) that need neither hwloc nor the allocator: the slice
  * arithmetic of one CPU, the provisional sizes, the sources' names and counting the CPUs of
  * a fake machine (shared by the library and the tool).  Nothing here allocates.
  */
-#include "topology.h"
+#include "cpuinfo.h"
 
 #include <fcntl.h>
 #include <unistd.h>

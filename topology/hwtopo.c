@@ -1,12 +1,11 @@
 /*
- * hwtopo.c - walk an hwloc topology into per-CPU cache entries (see topology.h).
+ * hwtopo.c - walk an hwloc topology into per-CPU cache entries (see hwtopo.h).
  * For every PU: its core and package (ancestors), its NUMA node (the node whose cpuset holds
  * it: in hwloc 2 nodes hang off the tree as memory children), its L2 and its last-level
  * data/unified cache (the deepest-level cache ancestor that is not an instruction cache), and
  * how many PUs share each (weight of the cache's cpuset).
  */
 #include "hwtopo.h"
-#include "topology.h"
 
 static int cache_level(hwloc_obj_t o)
 {

@@ -8,6 +8,8 @@
 #ifndef PCPM_HWTOPO_H
 #define PCPM_HWTOPO_H
 
+#include "cpuinfo.h"
+
 #include <hwloc.h>
 
 struct pcpm_hwloc_fns {
@@ -23,5 +25,13 @@ struct pcpm_hwloc_fns {
 	int (*bitmap_weight)(hwloc_const_bitmap_t);
 	int (*bitmap_isset)(hwloc_const_bitmap_t, unsigned);
 };
+
+/*
+ * hwloc walk shared by the library (functions from dlsym) and the tool (linked): fills
+ * cpus[0..ncpus) by PU os_index, returns the number of PUs found or -1 with *why set.
+ * src_xml / src_synthetic select a fake machine (NULL: this machine).
+ */
+int pcpm_hwloc_walk(const struct pcpm_hwloc_fns *f, const char *src_xml, const char *src_synthetic,
+		    struct pcpm_cpu_cache *cpus, int ncpus, const char **why);
 
 #endif

@@ -5,7 +5,7 @@
 #ifndef PCPM_MACHINE_H
 #define PCPM_MACHINE_H
 
-#include "topology.h"
+#include "sysfs.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,9 +11,10 @@
  * this machine (check_topology.py compares them).  A leaf: calls libc's syscall() only.
  */
 #define _GNU_SOURCE
-#include "topology.h"
+#include "sysfs.h"
 #include "sysread.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #define MAX_CACHE_INDEX 16

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_memcheck.sh LIBPCPMALLOC TARGET - valgrind's memcheck on a program running on pcpmalloc
 # (LD_PRELOAD; --soname-synonyms=somalloc=nouserintercepts keeps memcheck from replacing
-# pcpmalloc's malloc with its own).  pcpmalloc's memcheck mode (core/vgmode.h) must make
+# pcpmalloc's malloc with its own).  pcpmalloc's memcheck mode (core/vg.h, core/vgmode.h) must make
 # memcheck find a planted leak, use after free, overflow and double free, and report nothing
 # for a clean program with threads, remote frees, realloc, calloc and the aligned forms.
 set -euo pipefail

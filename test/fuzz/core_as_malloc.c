@@ -1,5 +1,5 @@
 /* core_as_malloc.c - pcpmalloc.h's calls for a test linked with the core (core_as_malloc.h). */
-#include "alloc.h"
+#include "api.h"
 #include "pcpmalloc.h"
 #include "stat.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "api.h"
 
 /* RSS bounds of the test scale by this: ASan's shadow is 1/8 of the memory touched, TSan's
  * several times it (test_stress under TSan peaks near 1.5 GiB for 256 MiB live) */

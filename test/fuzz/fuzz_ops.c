@@ -9,7 +9,8 @@
  */
 #define _GNU_SOURCE
 #include "fuzz_ops.h"
-#include "alloc.h"
+#include "api.h"
+#include "trim.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /*
  * fuzz_ops.h - an interpreter that reads a byte string as a sequence of allocation calls on
- * pcpmalloc's core (the pcpm_* API of core/alloc.h, linked as a normal library beside the
+ * pcpmalloc's core (the pcpm_* API of core/api.h, linked as a normal library beside the
  * process malloc) and checks every result against a shadow model.
  *
  * Shared by the libFuzzer target (fuzz_pcpm.c, built with clang) and the replay/stress driver

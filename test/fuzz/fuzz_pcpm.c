@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "fuzz_ops.h"
-#include "alloc.h"
+#include "api.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -15,7 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "fuzz_ops.h"
-#include "alloc.h"
+#include "api.h"
 
 #include <dirent.h>
 #include <pthread.h>

@@ -23,8 +23,9 @@
  * Usage: test_oom_threads [MAX_N]
  */
 #define _GNU_SOURCE
+#include "api.h"
+#include "trim.h"
 #include "alloc.h"
-#include "alloc_default.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -3,14 +3,20 @@
 
 Usage: check_layers.py SOURCE_ROOT BUILD_DIR [--graph]
 
-Two readings, both against LAYERS below (top to bottom; a file may use only files below it):
+Three readings, all against LAYERS below (top to bottom; a file may use only files below it):
   1. symbols: `nm` of every object of libpcpmalloc.so gives the functions and variables each
      source file defines and the ones it uses; a use of a symbol defined in a file above the
      user (or in a circle) is a violation;
-  2. includes: the `#include "..."` lines; a source file or header may include only headers
-     owned by itself, by a file below it, or leaf headers (types and inline helpers that call
-     nothing above their includer), and the header graph has no circle.
-Exit 0 with one summary line when both hold, else 1 with one line per violation.
+  2. headers: a header belongs to the .c of its name in its folder (zone.h to zone.c); an
+     installed header (meson's install_headers: pcpmalloc.h, what users include) to the top
+     level; a header named after no .c is a leaf (types, constants, inline helpers: free_fast.h,
+     lockstat.h, stat_counters.h, sysread.h).  Every library symbol a header declares must be
+     defined by the file it belongs to (by a top-level file for an installed one), and a leaf
+     declares none: a declaration in the wrong header is a violation;
+  3. includes: the `#include "..."` lines; a source file or header may include only headers of
+     itself, of a file below it, or leaves, whose own includes count as their includer's (what
+     a leaf's inline code calls is checked through the symbols); the header graph has no circle.
+Exit 0 with one summary line when all three hold, else 1 with one line per violation.
 --graph prints the file-to-file use graph (who calls whom) instead.
 """
 import os
@@ -61,23 +67,6 @@ LAYERS = [
     ['core/os.c'],
 ]
 
-# Headers whose name is not their .c's, and leaf headers (None): types, constants and
-# inline helpers; what their inline code calls is checked through the symbols.
-HEADER_OWNER = {
-    'core/alloc.h': 'core/api.c',
-    'core/alloc_default.h': 'core/free.c',   # the lowest of the default functions' files
-    'core/frontend.h': 'core/vgmode.c',      # the lower of the two front ends
-    'core/vgmode.h': 'core/vg.c',            # the leaf part of memcheck mode
-    'core/secure_mode.h': 'core/secure_large.c',  # what secure mode's two files share
-    'core/nested.h': 'core/os.c',            # the variables live in os.c
-    'core/free_fast.h': None,
-    'core/stat.h': None,                     # struct pcpm_stats: every layer fills it
-    'core/lockstat.h': None,                 # the lock profile: inline helpers over os.h
-    'topology/topology.h': 'topology/cpuinfo.c',  # the lowest of the files it declares
-    'topology/sysread.h': None,              # raw reads of small kernel files (syscall())
-    'preload/pcpmalloc.h': 'preload/preload.c',
-}
-
 # Objects that are tools, not the library.
 NOT_LIBRARY = {'core/tunables_main.c', 'topology/pcpmalloc-topology.c'}
 
@@ -90,11 +79,75 @@ def rank_table():
     return rank
 
 
-def owner_of(header, root):
-    if header in HEADER_OWNER:
-        return HEADER_OWNER[header]
+def installed_headers(build):
+    """The headers meson installs (the public interface), relative to the source root."""
+    import json
+    inst = json.load(open(os.path.join(build, 'meson-info', 'intro-installed.json')))
+    return {os.path.normpath(src) for src in inst if src.endswith('.h')}
+
+
+def owner_of(header, root, public):
+    """The files a header belongs to: [its .c], the top level's files for an installed
+    header, or [] for a leaf."""
+    if os.path.join(root, header) in public:
+        return list(LAYERS[0])
     c = header[:-2] + '.c'
-    return c if os.path.exists(os.path.join(root, c)) else None
+    return [c] if os.path.exists(os.path.join(root, c)) else []
+
+
+def strip_c(text):
+    """C text with comments, preprocessor lines, __attribute__((...)) and every brace body
+    (inline functions, structs, initialisers) taken out: what is left is the top level's
+    declarations, one per ';'."""
+    text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
+    text = re.sub(r'//[^\n]*', ' ', text)
+    text = re.sub(r'^\s*#(?:[^\n]*\\\n)*[^\n]*', ' ', text, flags=re.M)
+    text = re.sub(r'extern\s*"C"\s*\{', ' ', text)
+    out, i = [], 0
+    while True:
+        j = text.find('__attribute__', i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:j])
+        k, depth = text.find('(', j), 0
+        while 0 <= k < len(text):
+            depth += {'(': 1, ')': -1}.get(text[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        i = k + 1
+    text, out, depth = ''.join(out), [], 0
+    for ch in text:
+        if ch == '{':
+            depth += 1
+            if depth == 1:
+                out.append(';')
+        elif ch == '}':
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return ''.join(out)
+
+
+def declared_names(text):
+    """Names a header declares at its top level: functions (the name before the first '('),
+    arrays and variables (before '[', else the last lower-case identifier: upper-case ones
+    are macros such as PCPM_HIDDEN).  static, typedef and tag-only declarations declare no
+    symbol."""
+    names = set()
+    for st in strip_c(text).split(';'):
+        st = ' '.join(st.split())
+        if not st or re.match(r'(static|typedef)\b|(struct|union|enum)\s+\w+$|enum\b', st):
+            continue
+        m = re.match(r'[^(\[]*?\b([A-Za-z_]\w*)\s*[(\[]', st)
+        if m:
+            names.add(m.group(1))
+            continue
+        ids = [w for w in re.findall(r'[A-Za-z_]\w*', st) if not re.fullmatch(r'[A-Z0-9_]+', w)]
+        if ids:
+            names.add(ids[-1])
+    return names
 
 
 def objects(build):
@@ -159,7 +212,8 @@ def main():
                 bad.append(f'{f} calls {how} {g}: {", ".join(syms[:4])}'
                            + (' ...' if len(syms) > 4 else ''))
 
-    # 2. includes
+    # 2. headers: what each declares is defined by the file it belongs to
+    public = installed_headers(build)
     inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
     files = []
     for d in ('core', 'preload', 'topology'):
@@ -167,20 +221,44 @@ def main():
             if name.endswith(('.c', '.h')):
                 files.append(f'{d}/{name}')
     by_name = {os.path.basename(f): f for f in files if f.endswith('.h')}
+    owner = {h: owner_of(h, root, public) for h in by_name.values()}
+    for h in sorted(by_name.values()):
+        for s in sorted(declared_names(open(os.path.join(root, h)).read())):
+            d = defined.get(s)
+            if d and d not in owner[h]:
+                whose = ('a leaf (no .c of its name)' if not owner[h] else
+                         'the top level\'s' if len(owner[h]) > 1 else owner[h][0] + "'s")
+                bad.append(f'{h} declares {s}, defined in {d}: {h} is {whose}')
+
+    # 3. includes
     includes = {}
     for f in files:
         text = open(os.path.join(root, f)).read()
         includes[f] = [by_name[h] for h in inc_re.findall(text) if h in by_name]
-    for f, hs in includes.items():
-        me = f if f.endswith('.c') else owner_of(f, root)
-        if f in NOT_LIBRARY or me is None or me not in rank:
-            continue
-        for h in hs:
-            o = owner_of(h, root)
-            if o is None or o == me or o in NOT_LIBRARY:
+    def reached(f):
+        """(header, via) for every header f includes, through leaves (their includes are f's)."""
+        seen, todo = set(), [(h, '') for h in includes[f]]
+        while todo:
+            h, via = todo.pop()
+            if h in seen:
                 continue
-            if o in rank and rank[o] <= rank[me]:
-                bad.append(f'{f} includes {h}, whose file {o} is not below {me}')
+            seen.add(h)
+            yield h, via
+            if not owner[h]:
+                todo += [(n, f'{via} via {h}') for n in includes[h]]
+
+    for f in files:
+        mine = [f] if f.endswith('.c') else owner[f]
+        if f in NOT_LIBRARY or not mine or any(m not in rank for m in mine):
+            continue
+        me = max(mine, key=lambda m: rank[m])
+        for h, via in reached(f):
+            o = owner[h]
+            if not o or set(o) & set(mine) or any(x in NOT_LIBRARY for x in o):
+                continue
+            top = min(o, key=lambda x: rank.get(x, len(LAYERS)))
+            if top in rank and rank[top] <= rank[me]:
+                bad.append(f'{f} includes {h}{via}, whose file {top} is not below {me}')
     # circles among headers
     state = {}
 

@@ -4,7 +4,7 @@
  * glibc's heap, the reserved but uncommitted tail of the arena - are recognised as foreign.
  */
 #include "unit.h"
-#include "alloc.h"
+#include "api.h"
 #include "config.h"
 
 static int static_var;

@@ -23,9 +23,10 @@
  * Usage: test_modes [CASE MODE]  (no argument: every case in every mode, each in a child).
  */
 #define _GNU_SOURCE
-#include "alloc.h"
+#include "api.h"
+#include "trim.h"
 #include "early.h"
-#include "nested.h"
+#include "os.h"
 #include "stat.h"
 #include "unit.h"
 

@@ -6,7 +6,7 @@
  * between its flushes keeps the full capacity.  Also the kmem_caches' min_partial bound.
  */
 #include "unit.h"
-#include "alloc.h"
+#include "api.h"
 #include "tcache.h"
 
 #include <pthread.h>

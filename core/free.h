@@ -1,0 +1,33 @@
+/*
+ * free.h - the default mode's free (free.c): every pointer the inline fast path (free_fast.h)
+ * does not take, the double-free check of a slab object, the classification of a non-slab
+ * pointer, the usable size, and the one-line aborts on a bad pointer.  Same contracts as
+ * api.h's pcpm_ functions, once the allocator has started; thread-safe.
+ */
+#ifndef PCPM_FREE_H
+#define PCPM_FREE_H
+
+#include "free_fast.h"
+
+/* The default free paths: every pointer that is not a slab object with room in the thread
+ * cache; the key-word check; the classification of a non-slab pointer. */
+void dfl_free_generic(void *p, const char *call);
+void dfl_free_slab_checked(void *p, struct page *head, const char *call);
+void dfl_free_slow(void *p, struct page *pg, const char *call);
+/* Usable bytes of the live block p (not NULL); aborts naming call when p is no block. */
+size_t dfl_usable_size(const void *p, const char *call);
+
+/* Aborts: "pcpmalloc: CALL(): invalid pointer P" / "... double free P"; for a page that is
+ * no live block, a double free when p is a page inside a free block, else an invalid
+ * pointer. */
+void pcpm_bad_pointer(const char *call, const void *p) __attribute__((noreturn, cold));
+void pcpm_double_free(const char *call, const void *p) __attribute__((noreturn, cold));
+void pcpm_bad_page_pointer(const char *call, const void *p, struct page *pg)
+	__attribute__((noreturn, cold));
+
+static inline __attribute__((always_inline)) void dfl_free(void *p, const char *call)
+{
+	__pcpm_free_call(p, call, tcache_free_slow, dfl_free_slab_checked, dfl_free_generic);
+}
+
+#endif
