@@ -104,6 +104,9 @@ static uint32_t inbox_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 
 uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
+/* CPU slots whose sheaves are set up: while there is one, every object's home is it (a
+ * single-threaded program, or one whose threads share a slot: send_home has nothing to do) */
+static _Atomic unsigned nr_cpu_sheaves PCPM_READ_MOSTLY;
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
 /* the decay's clock (ms of its last run) and what it gave back, under decay_lock */
 static pcpm_lock_t decay_lock = PCPM_LOCK_INIT;
@@ -173,8 +176,10 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 			sc = pcpm_os_map(ALIGN_UP(sizeof(*sc), PAGE_SIZE), PAGE_SIZE);
 		else
 			sc = pcpm_meta_alloc(sizeof(*sc));
-		if (sc)
+		if (sc) {
 			atomic_store_explicit(&cpu_sheaves[cpu], sc, memory_order_release);
+			atomic_fetch_add_explicit(&nr_cpu_sheaves, 1, memory_order_relaxed);
+		}
 	}
 	pcpm_unlock(&setup_lock);
 	return sc;
@@ -254,6 +259,9 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		void *first, *last;
 	} g[HOME_GROUPS];
 	unsigned ng = 0, keep = 0;
+	/* (slab_owner names a slot once its sheaves took objects: set up before) */
+	if (atomic_load_explicit(&nr_cpu_sheaves, memory_order_relaxed) <= 1)
+		return n;
 	for (unsigned i = 0; i < n; i++) {
 		void *o = objs[i];
 		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
