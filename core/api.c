@@ -319,20 +319,32 @@ void *pcpm_memalign(size_t align, size_t size)
 	return aligned_alloc_pow2(align, size);
 }
 
+/* posix_memalign past its fast path (align: a power of two >= 16).  Reached by a tail call,
+ * and reaching the heap profiler's entry by one: its stack walk starts from the return
+ * address it was called with, which must be the program's. */
+static PCPM_NOINLINE int posix_memalign_slow(void **out, size_t align, size_t size)
+{
+	if (mode() == PCPM_MODE_PROF)
+		return prof_posix_memalign(out, align, size);
+	void *p = aligned_slow(align, size);
+	if (!p) {
+		/* glibc leaves ENOMEM in errno as well as returning it (its memalign sets
+		 * it), and programs test errno after a failed call; EINVAL leaves errno */
+		errno = ENOMEM;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
 int pcpm_posix_memalign(void **out, size_t align, size_t size)
 {
 	if (align < sizeof(void *) || (align & (align - 1)))
 		return EINVAL;
-	void *p = pcpm_aligned_fast(MAX(align, 16), size);
-	if (!p) {
-		p = aligned_slow(MAX(align, 16), size);
-		if (!p) {
-			/* glibc leaves ENOMEM in errno as well as returning it (its memalign sets
-			 * it), and programs test errno after a failed call; EINVAL leaves errno */
-			errno = ENOMEM;
-			return ENOMEM;
-		}
-	}
+	align = MAX(align, 16);
+	void *p = pcpm_aligned_fast(align, size);
+	if (unlikely(!p))
+		return posix_memalign_slow(out, align, size);
 	*out = p;
 	return 0;
 }

@@ -155,13 +155,13 @@ static inline unsigned live_set(const void *p)
 	return (unsigned)(x & (LIVE_SETS - 1)) * LIVE_WAYS;
 }
 
-bool prof_sample_add(void *p, size_t bytes, unsigned weight, struct prof_bucket *b)
+/* Puts p into a free slot of its set with its record: false (counted as dropped) when the
+ * set is full.  weight: at most 0xffff. */
+static bool live_insert(void *p, size_t bytes, unsigned weight, struct prof_bucket *b)
 {
 	if (!live_ptr)
 		return false;
 	unsigned s = live_set(p);
-	if (weight > 0xffff)
-		weight = 0xffff;
 	for (unsigned i = s; i < s + LIVE_WAYS; i++) {
 		uintptr_t empty = 0;
 		if (atomic_load_explicit(&live_ptr[i], memory_order_relaxed))
@@ -175,16 +175,33 @@ bool prof_sample_add(void *p, size_t bytes, unsigned weight, struct prof_bucket 
 		atomic_fetch_add_explicit(&live_count[s / LIVE_WAYS], 1, memory_order_relaxed);
 		live_info[i].b = b;
 		live_info[i].bytes_weight = (uint64_t)bytes << 16 | weight;
-		atomic_fetch_add_explicit(&b->alloc_objs, weight, memory_order_relaxed);
-		atomic_fetch_add_explicit(&b->alloc_bytes, (uint64_t)bytes * weight,
-					  memory_order_relaxed);
 		return true;
 	}
 	atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
 	return false;
 }
 
-bool prof_sample_forget(void *p)
+bool prof_sample_add(void *p, size_t bytes, unsigned weight, struct prof_bucket *b)
+{
+	if (weight > 0xffff)
+		weight = 0xffff;
+	if (!live_insert(p, bytes, weight, b))
+		return false;
+	atomic_fetch_add_explicit(&b->alloc_objs, weight, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->alloc_bytes, (uint64_t)bytes * weight, memory_order_relaxed);
+	return true;
+}
+
+void prof_sample_restore(void *p, const struct prof_sample *was)
+{
+	if (!live_insert(p, was->bytes, was->weight, was->b))
+		return; /* counted as freed, and as dropped */
+	atomic_fetch_sub_explicit(&was->b->free_objs, was->weight, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&was->b->free_bytes, (uint64_t)was->bytes * was->weight,
+				  memory_order_relaxed);
+}
+
+bool prof_sample_forget(void *p, struct prof_sample *was)
 {
 	if (!live_ptr)
 		return false;
@@ -200,6 +217,8 @@ bool prof_sample_forget(void *p)
 		uint64_t w = bw & 0xffff;
 		atomic_fetch_add_explicit(&b->free_objs, w, memory_order_relaxed);
 		atomic_fetch_add_explicit(&b->free_bytes, (bw >> 16) * w, memory_order_relaxed);
+		if (was)
+			*was = (struct prof_sample){ b, (size_t)(bw >> 16), (unsigned)w };
 		/* release: the info was read before another sample may take the slot */
 		atomic_store_explicit(&live_ptr[i], 0, memory_order_release);
 		atomic_fetch_sub_explicit(&live_count[s / LIVE_WAYS], 1, memory_order_relaxed);

@@ -57,8 +57,19 @@ struct prof_bucket *prof_bucket_get(const uintptr_t *pcs, unsigned depth);
  * found again at its free).
  */
 bool prof_sample_add(void *p, size_t bytes, unsigned weight, struct prof_bucket *b);
-/* The free of p: true when p was a sampled block (its bucket's freed counters updated). */
-bool prof_sample_forget(void *p);
+/* A sampled block's record, as prof_sample_forget found it. */
+struct prof_sample {
+	struct prof_bucket *b;
+	size_t bytes;	 /* its request */
+	unsigned weight; /* objects it stands for */
+};
+/* The free of p: true when p was a sampled block (its bucket's freed counters updated; its
+ * record copied to *was unless was is NULL). */
+bool prof_sample_forget(void *p, struct prof_sample *was);
+/* Undoes prof_sample_forget(p, was) for a block that stayed allocated (a realloc that
+ * failed): p is live again and its bucket's freed counters go back.  When p's set has no
+ * room any more the sample is dropped (counted), as at its allocation. */
+void prof_sample_restore(void *p, const struct prof_sample *was);
 /* Is p a sampled block still live?  (realloc's choice; a racy read is enough there.) */
 bool prof_sample_live(const void *p);
 

@@ -195,7 +195,7 @@ void *prof_malloc(size_t n)
 void prof_free_generic(void *p, const char *call)
 {
 	if (p && page_aligned(p))
-		prof_sample_forget(p);
+		prof_sample_forget(p, NULL);
 	dfl_free_generic(p, call);
 }
 
@@ -209,17 +209,28 @@ void *prof_calloc(size_t n)
 	return p ? dfl_calloc_clear(p, n) : NULL;
 }
 
+/* The realloc of p: a sampled block is forgotten first (realloc may move it, and another
+ * thread may then get p and sample it), and remembered again when p stays allocated because
+ * realloc failed.  (lock-free: a handler that interrupted pcpmalloc does it too) */
+static void *realloc_forgetting(void *p, size_t size)
+{
+	struct prof_sample was;
+	if (!page_aligned(p) || !prof_sample_forget(p, &was))
+		return dfl_realloc(p, size);
+	void *q = dfl_realloc(p, size);
+	if (unlikely(!q))
+		prof_sample_restore(p, &was);
+	return q;
+}
+
 void *prof_realloc(void *p, size_t size)
 {
 	if (unlikely(pcpm_nested()))
-		return dfl_realloc(p, size);
+		return realloc_forgetting(p, size);
 	struct caller c = CALLER();
 	PCPM_INSIDE_BEGIN();
-	/* a sampled block is forgotten first: realloc may keep it in place */
-	if (page_aligned(p))
-		prof_sample_forget(p);
 	unsigned w = count_bytes(1, size);
-	void *q = dfl_realloc(p, size);
+	void *q = realloc_forgetting(p, size);
 	if (q && w) {
 		void *s = q;
 		if (!page_aligned(q) || size <= pcpm_paged_max) {
@@ -238,11 +249,10 @@ void *prof_realloc(void *p, size_t size)
 	return q;
 }
 
-void *prof_aligned_alloc(size_t align, size_t size)
+static void *aligned_at(size_t align, size_t size, struct caller c)
 {
 	if (unlikely(pcpm_nested()))
 		return dfl_aligned_alloc(align, size);
-	struct caller c = CALLER();
 	PCPM_INSIDE_BEGIN();
 	void *q = NULL;
 	unsigned w = count_bytes(1, size);
@@ -252,4 +262,22 @@ void *prof_aligned_alloc(size_t align, size_t size)
 		q = dfl_aligned_alloc(align, size);
 	PCPM_INSIDE_END();
 	return q;
+}
+
+void *prof_aligned_alloc(size_t align, size_t size)
+{
+	return aligned_at(align, size, CALLER());
+}
+
+int prof_posix_memalign(void **out, size_t align, size_t size)
+{
+	/* (api.c's aligned_slow, with the caller: the alignment of every block up to 16) */
+	struct caller c = CALLER();
+	void *p = align <= 16 ? malloc_slow(size, c) : aligned_at(align, size, c);
+	if (!p) {
+		errno = ENOMEM;
+		return ENOMEM;
+	}
+	*out = p;
+	return 0;
 }

@@ -16,5 +16,9 @@ void *prof_calloc(size_t n); /* calloc of n bytes: api.c checked the product */
 /* p != NULL, 0 < size <= PTRDIFF_MAX (api.c handles the other cases for all modes) */
 void *prof_realloc(void *p, size_t size);
 void *prof_aligned_alloc(size_t align, size_t size); /* align: power of two >= 16 */
+/* posix_memalign whose fast path missed (align: power of two >= 16): 0, or ENOMEM (errno
+ * set too).  Reached by tail calls only, as the others: the program's call site is the
+ * return address it sees. */
+int prof_posix_memalign(void **out, size_t align, size_t size);
 
 #endif

@@ -13,6 +13,13 @@
  * (test_bugclass_secure); each case carries the outcome documented for both modes (README,
  * "Hardening", the bug-class table), and a change in either direction fails the test.
  *
+ * Under the heap profiler (PCPMALLOC_PROF=1 or PCPMALLOC_LEAKS=1 without secure mode, as in
+ * `meson test --setup prof`) the documented outcomes are not asserted: a sampled block is
+ * made a page run whatever its size, so a case's block takes the page-run column's outcome
+ * when it holds a sampling point (at the default rate about 1 in 128 blocks of 4 KiB, 2 in 5
+ * of 256 KiB; at PCPMALLOC_PROF_SAMPLE=1 every block).  Every case must still end in one of
+ * the known ways (an unknown status fails the test).
+ *
  * Usage: test_bugclass [short|long|report]   (report: print the outcomes, assert nothing)
  */
 #define _GNU_SOURCE
@@ -436,6 +443,13 @@ int main(int argc, char **argv)
 	const char *s = getenv("PCPMALLOC_SECURE");
 	bool secure = s && strcmp(s, "1") == 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const char *pv = getenv("PCPMALLOC_PROF"), *lv = getenv("PCPMALLOC_LEAKS");
+	bool prof = !secure && ((pv && strcmp(pv, "1") == 0) || (lv && strcmp(lv, "1") == 0));
+	if (prof) {
+		printf("test_bugclass: heap profiler on: a sampled block is a page run whatever its "
+		       "size, so the outcomes are printed, not compared with the documented ones\n");
+		report = true;
+	}
 	memset(src, 'O', sizeof(src));
 
 	int failures = 0, caught = 0, total = 0;
@@ -470,7 +484,7 @@ int main(int argc, char **argv)
 		printf("%s\n", line);
 	}
 	printf("%s mode: %d of %d caught (A abort, S SIGSEGV, P prevented, M missed)\n",
-	       secure ? "secure" : "default", caught, total);
+	       secure ? "secure" : prof ? "profiling" : "default", caught, total);
 	if (failures) {
 		printf("%d case(s) differ from the documented outcome\n", failures);
 		return 1;

@@ -129,5 +129,62 @@ LD_PRELOAD=$lib PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=lots "$target" baddump "$
 [ "$(grep -c 'PCPMALLOC_PROF_SAMPLE' "$tmp/m.err")" = 1 ] || fail "malformed PROF_SAMPLE: $(cat "$tmp/m.err")"
 grep -q '@ heap_v2/524288$' "$tmp/m.heap" || fail "malformed PROF_SAMPLE: default not used"
 
+# 9. Every allocation call is its own site: the walk starts at the program's call, also for
+# posix_memalign (which wrote *out after a call that was not a tail call: the frame-pointer
+# walk lost the calling function and charged its caller).
+for walk in fp unwind; do
+	pre=$lib
+	[ "$walk" = unwind ] && pre="$lib $gcc_s"
+	LD_PRELOAD="$pre" PCPMALLOC_PROF=1 PCPMALLOC_PROF_SAMPLE=1 "$target" apis "$tmp/apis.$walk.heap" ||
+		fail "apis run ($walk) failed"
+	if [ -n "$pprof" ]; then
+		"$pprof" --text --alloc_objects "$target" "$tmp/apis.$walk.heap" 2>/dev/null >"$tmp/apis.$walk.txt"
+		for f in api_malloc api_calloc api_realloc api_posix_memalign64 api_posix_memalign16 \
+			api_aligned_alloc api_memalign api_valloc; do
+			awk -v f="$f" '$6 == f && $1 > 0' "$tmp/apis.$walk.txt" | grep -q . ||
+				fail "$walk walk: no samples charged to $f"
+		done
+	fi
+done
+
+# 10. A realloc that fails leaves its block allocated: still a sample (the leak report names
+# its site), not forgotten as if freed.
+LD_PRELOAD=$lib PCPMALLOC_LEAKS=1 PCPMALLOC_PROF_SAMPLE=4096 "$target" reallocfail >"$tmp/rf.out" 2>"$tmp/rf.err" ||
+	fail "reallocfail run failed"
+grep -q '^16 failed reallocs kept their block$' "$tmp/rf.out" || fail "reallocfail: $(cat "$tmp/rf.out")"
+first=$(grep -m1 '^Leak of' "$tmp/rf.err" || true)
+bytes=$(echo "$first" | sed -n 's/^Leak of \([0-9]*\) byte.*/\1/p')
+[ -n "$bytes" ] && near "$bytes" $((16 << 20)) 10 || fail "failed reallocs' blocks: '$first' (truth $((16 << 20)))"
+grep -A1 -m1 '^Leak of' "$tmp/rf.err" | grep -q '#0 .* in realloc_fail_site' ||
+	fail "leak report does not name realloc_fail_site first: $(head -c 400 "$tmp/rf.err")"
+
+# 11. Threads, signals whose handlers allocate (landing in the sampling path too), dumps from
+# a handler, the program and fork children at once, every allocation sampled and at 4 KiB,
+# with either walk: no deadlock (alarm), no crash, sound blocks; the dumps readable; and at
+# exit no sample of the threads' or handlers' blocks left (every free found its sample).
+for cfg in "1 fp" "1 unwind" "4096 fp"; do
+	rate=${cfg% *} walk=${cfg#* }
+	pre=$lib
+	[ "$walk" = unwind ] && pre="$lib $gcc_s"
+	d=$tmp/stress.$rate.$walk
+	mkdir -p "$d"
+	LD_PRELOAD="$pre" PCPMALLOC_LEAKS=1 PCPMALLOC_PROF_SAMPLE=$rate PCPMALLOC_PROF_SIGNAL=12 \
+		PCPMALLOC_PROF_PREFIX="$d/sig" "$target" stress 2 "$d" >"$d/out" 2>"$d/err" ||
+		fail "stress (rate $rate, $walk walk) failed: $(grep -v 'another dump is in progress' "$d/err" | head -c 400)"
+	grep -q 'handler runs' "$d/out" || fail "stress ($rate, $walk): $(cat "$d/out")"
+	ls "$d"/sig.*.s.heap >/dev/null 2>&1 || fail "stress ($rate, $walk): no dump from the signal"
+	ls "$d"/child.*.heap >/dev/null 2>&1 || fail "stress ($rate, $walk): no child dump"
+	for f in "$d"/main.heap $(ls "$d"/child.*.heap | head -3) $(ls "$d"/sig.*.s.heap | tail -1); do
+		head -1 "$f" | grep -qE "^heap profile: [0-9]+: [0-9]+ \[[0-9]+: [0-9]+\] @ heap_v2/$rate\$" ||
+			fail "stress ($rate, $walk): bad dump $f: $(head -1 "$f")"
+	done
+	if [ -n "$pprof" ]; then
+		"$pprof" --text --alloc_space "$target" "$(ls "$d"/child.*.heap | head -1)" 2>/dev/null |
+			grep -q ' child_site$' || fail "stress ($rate, $walk): child dump lacks child_site"
+	fi
+	grep -A1 '^Leak of' "$d/err" | grep -E ' in (stress_worker|stress_handler)\+' &&
+		fail "stress ($rate, $walk): samples of freed blocks left at exit"
+done
+
 [ "$fails" = 0 ] && echo "test_prof: all checks passed"
 exit $((fails > 0))
