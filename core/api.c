@@ -137,9 +137,16 @@ void pcpm_free_generic(void *p, const char *call)
 
 void pcpm_free_sized_generic(void *p, size_t size, const char *call)
 {
-	if (mode() == PCPM_MODE_SECURE)
+	switch (mode()) {
+	case PCPM_MODE_SECURE:
 		return secure_free_sized(p, size, call);
-	return pcpm_free_generic(p, call);
+	case PCPM_MODE_DEFAULT:
+		dfl_free_sized(p, size, call);
+		free_done();
+		return;
+	default: /* memcheck, junk and prof mode, the start: the size is not checked */
+		return pcpm_free_generic(p, call);
+	}
 }
 
 void pcpm_free_small_slow(void *p, unsigned cls)

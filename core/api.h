@@ -50,17 +50,30 @@ static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const 
 	__pcpm_free_call(p, call, pcpm_free_small_slow, pcpm_free_slab_checked, pcpm_free_generic);
 }
 
-/* Sized deallocation (operator delete(p, size), free_sized): the fast path is free's; the
- * default mode ignores size, secure mode checks it against the block's request size. */
+/*
+ * Sized deallocation (operator delete(p, size), free_sized, free_aligned_sized): free's fast
+ * path, and the size checked against the object's class - it may not exceed the class size
+ * (a block never had more than its usable size; less is legitimate: realloc keeps an object
+ * that shrinks by less than half, an aligned request gets a larger class).  Up to 1 KiB one
+ * byte compare: the size's direct table entry (its class x 2) at most the descriptor's bin8
+ * (classes grow with their index); above, the class-size table.  Any other case, and a size
+ * too large, in pcpm_free_sized_generic: the default mode aborts ("pcpmalloc: CALL(): size N
+ * for P, a block of M bytes"), secure mode checks the size requested.
+ */
 void pcpm_free_sized_generic(void *p, size_t size, const char *call);
 
 static inline __attribute__((always_inline)) void pcpm_free_sized_call(void *p, size_t size,
 								       const char *call)
 {
 	struct page *pg = __pcpm_free_fast_page(p);
-	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, call, pcpm_free_small_slow,
-					    pcpm_free_slab_checked);
+	if (likely(pg)) {
+		struct tcache *tc = tcache_self();
+		size_t r = pg->bin8;
+		if (likely(size <= SMALL_LOOKUP_MAX ? tc->direct[size] <= r
+						    : size <= pcpm_class_size[pg->cls]))
+			return __pcpm_free_push(p, pg, tc, r, call, pcpm_free_small_slow,
+						pcpm_free_slab_checked);
+	}
 	return pcpm_free_sized_generic(p, size, call);
 }
 
@@ -87,11 +100,13 @@ static inline __attribute__((always_inline)) void *pcpm_aligned_fast(size_t alig
 }
 
 /*
- * calloc: a small request (1 to SMALL_LOOKUP_MAX bytes) from the thread cache, zeroed inline
- * up to 64 bytes with 16-byte stores over the request rounded up to 16 (every class is a
- * multiple of 16, and stores from both ends overlap where the size is not a multiple of
- * 32), by memset above; everything else (overflow, 0 and larger sizes, an empty stack, the
- * other modes, whose fast stacks are empty) in pcpm_calloc_slow.
+ * calloc: a request of up to SMALL_LOOKUP_MAX bytes from the thread cache.  Up to 64 bytes
+ * the object is zeroed inline with 16-byte stores over its class (1 to 4 x 16 bytes), placed
+ * by the direct table's entry r = 2 x cls: the classes of up to 128 bytes are 16 x (cls + 1)
+ * bytes, so the last 16 start at r x 8 (slab_order.c; test_api checks every size) - two
+ * stores up to 32 bytes, four up to 64, no size rounding; by memset above.  The pop leaves
+ * the free mark: the first store clears it.  Everything else (overflow, larger sizes, an
+ * empty stack, the other modes, whose fast stacks are empty) in pcpm_calloc_slow.
  */
 void *pcpm_calloc_slow(size_t nmemb, size_t size);
 
@@ -99,21 +114,29 @@ static inline __attribute__((always_inline)) void *pcpm_calloc(size_t nmemb, siz
 {
 	typedef char v16 __attribute__((vector_size(16), may_alias, aligned(16)));
 	size_t n;
-	if (likely(!__builtin_mul_overflow(nmemb, size, &n) && n - 1 < SMALL_LOOKUP_MAX)) {
+	char *p;
+	if (likely(!__builtin_mul_overflow(nmemb, size, &n))) {
 		struct tcache *tc = tcache_self();
-		size_t i = (n + 15) >> 4; /* 16-byte steps, as the direct table's index */
-		struct tcache_bin *b = tc->direct[i];
-		if (likely(!tcache_bin_empty(b))) {
-			char *p = tcache_bin_take(tc, b); /* the stores below clear the mark */
-			*(v16 *)p = (v16){0};
-			*(v16 *)(p + i * 16 - 16) = (v16){0};
-			if (unlikely(n > 32)) {
-				if (n > 64)
-					return memset(p, 0, n);
-				*(v16 *)(p + 16) = (v16){0};
-				*(v16 *)(p + i * 16 - 32) = (v16){0};
+		size_t r;
+		if (likely(n <= 32)) {
+			r = tc->direct[n];
+			if (likely(tcache_take_at(tc, &r, (void **)&p))) {
+				*(v16 *)p = (v16){0};
+				*(v16 *)(p + r * 8) = (v16){0};
+				return p;
 			}
-			return p;
+		} else if (n <= 64) {
+			r = tc->direct[n];
+			if (likely(tcache_take_at(tc, &r, (void **)&p))) {
+				*(v16 *)p = (v16){0};
+				*(v16 *)(p + 16) = (v16){0};
+				*(v16 *)(p + r * 8 - 16) = (v16){0};
+				*(v16 *)(p + r * 8) = (v16){0};
+				return p;
+			}
+		} else if (n <= SMALL_LOOKUP_MAX) {
+			if (likely(tcache_take_at(tc, &(size_t){tc->direct[n]}, (void **)&p)))
+				return memset(p, 0, n);
 		}
 	}
 	return pcpm_calloc_slow(nmemb, size);
@@ -121,9 +144,10 @@ static inline __attribute__((always_inline)) void *pcpm_calloc(size_t nmemb, siz
 
 /*
  * realloc: a valid slab object whose new size keeps its class stays where it is, inline
- * (the free fast path's checks, the class table, the free mark: a freed object goes to
- * the slow path's double-free check), in the default mode only (the front ends see every
- * realloc); everything else in pcpm_realloc_slow.
+ * (the free fast path's checks, the size's direct table entry against the descriptor's
+ * bin8, the free mark: a freed object goes to the slow path's double-free check), in the
+ * default mode only (the front ends see every realloc); everything else in
+ * pcpm_realloc_slow.
  */
 void *pcpm_realloc_slow(void *p, size_t size);
 
@@ -131,7 +155,7 @@ static inline __attribute__((always_inline)) void *pcpm_realloc(void *p, size_t 
 {
 	struct page *pg = __pcpm_free_fast_page(p);
 	if (likely(pg) && likely(size - 1 < SMALL_LOOKUP_MAX) &&
-	    likely(pcpm_small_class[(size + 15) >> 4] == pg->cls) &&
+	    likely(tcache_self()->direct[size] == pg->bin8) &&
 	    likely(((uintptr_t *)p)[1] != PCPM_FREE_KEY) &&
 	    likely(atomic_load_explicit(&pcpm_mode, memory_order_relaxed) == PCPM_MODE_DEFAULT))
 		return p;

@@ -100,10 +100,11 @@ struct page {
 	uint8_t flags;		       /* PG_DIRTY */
 	uint8_t cls;		       /* SLAB: size class index */
 	uint8_t arena;		       /* index of the owning arena */
-	/* SLAB, every page: cls x 16, the byte offset of the class's stack in a thread cache
-	 * (tcache.h: struct tcache_bin is 16 bytes, bins[] its first field), so the free fast
-	 * path indexes the cache without scaling the class */
-	uint16_t bin_off;
+	/* SLAB, every page: cls x 2, the offset of the class's stack in a thread cache in
+	 * 8-byte units (tcache.h: struct tcache_bin is 16 bytes, bins[] its first field; the
+	 * direct table holds the same values), so the free fast path indexes the cache with
+	 * the addressing mode's scale, and a sized free compares its size's entry with it */
+	uint8_t bin8;
 } __attribute__((aligned(64)));
 
 #define MAX_ARENAS 64

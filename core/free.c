@@ -19,6 +19,11 @@ void pcpm_double_free(const char *call, const void *p)
 	pcpm_fatal("%s(): double free %p", call, p);
 }
 
+void pcpm_bad_size(const char *call, const void *p, size_t size, size_t usable)
+{
+	pcpm_fatal("%s(): size %zu for %p, a block of %zu bytes", call, size, p, usable);
+}
+
 /* Is the page inside a free block, on a pcp list or in the buddy free_area?  A free block's
  * head carries its order; pg is inside it when one of its aligned ancestors is such a head.
  * Racy without the zone lock: only used to word an abort message. */
@@ -115,6 +120,40 @@ void dfl_free_generic(void *p, const char *call)
 	else
 		dfl_free_slow(p, pg, call);
 	PCPM_INSIDE_END();
+}
+
+/* The usable size of p when it is a live slab object, page run or huge mapping; 0 for
+ * anything else (NULL, a freed or marked object, an early or foreign block, no block), which
+ * dfl_free_generic then frees or reports. */
+static size_t live_size(void *p)
+{
+	if (!p)
+		return 0;
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		struct page *head = pg->slab_head;
+		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == PCPM_FREE_KEY)
+			return 0;
+		return slab_cache_of(head)->size;
+	}
+	if (pg)
+		return pg->state == PG_LARGE && p == page_address(pg)
+			       ? (size_t)pg->npages << PAGE_SHIFT
+			       : 0;
+	if (pcpm_is_early(p))
+		return 0;
+	struct region *r = pcpm_region_of(p);
+	if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE)
+		return r->len;
+	return 0;
+}
+
+void dfl_free_sized(void *p, size_t size, const char *call)
+{
+	size_t usable = live_size(p);
+	if (unlikely(usable && size > usable))
+		pcpm_bad_size(call, p, size, usable);
+	dfl_free_generic(p, call);
 }
 
 size_t dfl_usable_size(const void *p, const char *call)

@@ -14,6 +14,9 @@
 void dfl_free_generic(void *p, const char *call);
 void dfl_free_slab_checked(void *p, struct page *head, const char *call);
 void dfl_free_slow(void *p, struct page *pg, const char *call);
+/* Sized free (free_sized, sized delete) of p: aborts when size exceeds the block's usable
+ * size (pcpm_bad_size), else frees as dfl_free_generic. */
+void dfl_free_sized(void *p, size_t size, const char *call);
 /* Usable bytes of the live block p (not NULL); aborts naming call when p is no block. */
 size_t dfl_usable_size(const void *p, const char *call);
 
@@ -22,6 +25,10 @@ size_t dfl_usable_size(const void *p, const char *call);
  * pointer. */
 void pcpm_bad_pointer(const char *call, const void *p) __attribute__((noreturn, cold));
 void pcpm_double_free(const char *call, const void *p) __attribute__((noreturn, cold));
+/* "pcpmalloc: CALL(): size N for P, a block of M bytes": a sized free's size exceeds the
+ * block's usable size M (secure mode's wording). */
+void pcpm_bad_size(const char *call, const void *p, size_t size, size_t usable)
+	__attribute__((noreturn, cold));
 void pcpm_bad_page_pointer(const char *call, const void *p, struct page *pg)
 	__attribute__((noreturn, cold));
 

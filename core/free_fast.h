@@ -17,25 +17,31 @@ typedef void pcpm_free_small_fn(void *p, unsigned cls);
 typedef void pcpm_free_checked_fn(void *p, struct page *head, const char *call);
 typedef void pcpm_free_generic_fn(void *p, const char *call);
 
-/* A validated slab object p on page pg (any page of its slab) into the thread cache: the
- * stack at pg->bin_off, with the class only for the slow parts. */
+/* A validated slab object p on page pg (any page of its slab) into the stack at r (pg's
+ * bin8) of the thread cache tc, with the class only for the slow parts. */
+static inline __attribute__((always_inline)) void
+__pcpm_free_push(void *p, struct page *pg, struct tcache *tc, size_t r, const char *call,
+		 pcpm_free_small_fn *small, pcpm_free_checked_fn *checked)
+{
+	if (unlikely(((uintptr_t *)p)[1] == PCPM_FREE_KEY))
+		return checked(p, pg->slab_head, call);
+	if (likely(tcache_push_at(tc, r, p)))
+		return;
+	return small(p, pg->cls);
+}
+
+/* The same into the calling thread's cache. */
 static inline __attribute__((always_inline)) void
 __pcpm_free_to_cache(void *p, struct page *pg, const char *call, pcpm_free_small_fn *small,
 		     pcpm_free_checked_fn *checked)
 {
-	if (unlikely(((uintptr_t *)p)[1] == PCPM_FREE_KEY))
-		return checked(p, pg->slab_head, call);
-	struct tcache *tc = tcache_self();
-	struct tcache_bin *b = tcache_bin_at(tc, pg->bin_off);
-	if (likely(!tcache_bin_full(b)))
-		return tcache_bin_push(tc, b, p);
-	return small(p, pg->cls);
+	return __pcpm_free_push(p, pg, tcache_self(), pg->bin8, call, small, checked);
 }
 
 /*
  * The fast path's validation: the descriptor of p's page when p is the start of a slab object
  * the fast path may free, else NULL (NULL included).  One descriptor line read: every page
- * of a slab carries addr, reciprocal, fast_lim and bin_off (no slab_head load, no second
+ * of a slab carries addr, reciprocal, fast_lim and bin8 (no slab_head load, no second
  * line for slabs of 2+ pages), and one compare checks "object start" and "carved" together
  * (slab_fast_lim; fast_lim is 0 on a page that is no slab's).  p's offset from addr is below
  * 2^17 on a slab's page, so its low 32 bits are the offset.

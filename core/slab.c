@@ -164,7 +164,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
 		pg[i].fast_lim = 0;
-		pg[i].bin_off = (uint16_t)(s->cls * 16);
+		pg[i].bin8 = (uint8_t)(s->cls * 2);
 	}
 	char *addr = page_address(pg);
 	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */

@@ -16,10 +16,9 @@ int __pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
 
 /* The caches of threads that have not set theirs up yet, and of exited threads: empty stacks,
  * no room (see tcache_self).  Read-only: nothing writes them. */
-static struct tcache tc_uninit = {.state = TC_UNINIT,
-				  .direct = {[0 ... NR_SMALL_LOOKUP - 1] = &tc_uninit.bins[0]}};
-static struct tcache tc_dead = {.state = TC_DEAD,
-				.direct = {[0 ... NR_SMALL_LOOKUP - 1] = &tc_dead.bins[0]}};
+#define TC_STATIC_DIRECT {[0 ... SMALL_LOOKUP_MAX] = TC_BIN8_NONE}
+static struct tcache tc_uninit = {.state = TC_UNINIT, .direct = TC_STATIC_DIRECT};
+static struct tcache tc_dead = {.state = TC_DEAD, .direct = TC_STATIC_DIRECT};
 __thread struct tcache *pcpm_tcp __attribute__((tls_model("initial-exec"))) = &tc_uninit;
 uint16_t pcpm_tcache_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static unsigned fbatch PCPM_HOT;
@@ -185,8 +184,8 @@ void tcache_setup(void)
 		bin_init(&tc->bins[c], &next, pcpm_tcache_cap[c]);
 		bin_init(&tc->sbins[c], &next, mode_cap[c]);
 	}
-	for (unsigned i = 0; i < NR_SMALL_LOOKUP; i++)
-		tc->direct[i] = &tc->bins[pcpm_small_class[i]];
+	for (unsigned n = 0; n <= SMALL_LOOKUP_MAX; n++)
+		tc->direct[n] = (uint8_t)(size_to_class(n) * 2);
 	tc->state = TC_ACTIVE;
 	pcpm_lock(&registry_lock);
 	tc->next = registry;

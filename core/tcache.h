@@ -64,11 +64,13 @@ struct tcache {
 	/* a front end's own stacks (secure mode's; the fast path never sees them, bins stay
 	 * empty then), same layout (capacity as bins' in the default mode) */
 	struct tcache_bin sbins[NR_SIZE_CLASSES];
-	/* malloc's direct table: the stack of requests of up to 16 * i bytes (i <= 64: every
-	 * size the class table covers), so the fast path goes from the size to its stack in
-	 * one load (mimalloc's pages_direct); the static caches point every entry at an
-	 * empty bin of theirs */
-	struct tcache_bin *direct[NR_SMALL_LOOKUP];
+	/* malloc's direct table, indexed by the request itself (0..SMALL_LOOKUP_MAX bytes):
+	 * the offset of its class's stack from the cache in 8-byte units (cls x 2, as a slab
+	 * page's bin8), so the fast path goes from the size to its stack in one byte load and
+	 * an addressing mode, with no rounding of the size (mimalloc's pages_direct is indexed
+	 * by (n + 7) >> 3 and holds pointers: two instructions more).  1 KiB per thread; the
+	 * static caches' entries are all TC_BIN8_NONE */
+	uint8_t direct[SMALL_LOOKUP_MAX + 1];
 	/*
 	 * Call counts.  The fast paths count pops only (one increment, in malloc); a push
 	 * follows from the stacks: every object on a stack came by a refill or a push and left
@@ -142,14 +144,24 @@ static inline __attribute__((always_inline)) void tcache_bin_push(struct tcache 
 	b->top = t;
 }
 
-/* The stack at byte offset off of tc (a descriptor's bin_off: cls x 16). */
+/* The stack at offset bin8 x 8 bytes of tc (a descriptor's bin8 or a direct table entry:
+ * cls x 2), in one addressing mode (the x86 scale 8). */
 static inline __attribute__((always_inline)) struct tcache_bin *tcache_bin_at(struct tcache *tc,
-									      size_t off)
+									      size_t bin8)
 {
-	return (struct tcache_bin *)((char *)tc + off);
+	return (struct tcache_bin *)((char *)tc + bin8 * 8);
 }
 _Static_assert(sizeof(struct tcache_bin) == 16 && __builtin_offsetof(struct tcache, bins) == 0,
-	       "struct page's bin_off is cls x 16 from the start of a thread cache");
+	       "struct page's bin8 is cls x 2 in 8-byte units from the start of a thread cache");
+_Static_assert(NR_SIZE_CLASSES * 2 <= 255, "bin8 is one byte");
+/* The static caches' direct entries (before set-up, after exit): the 16 bytes at 255 x 8 lie
+ * inside their sbins, zero (a stack empty and full), and the value is above every
+ * descriptor's bin8, so a sized free's class check fails there and the slow path checks. */
+#define TC_BIN8_NONE 255
+_Static_assert(__builtin_offsetof(struct tcache, sbins) <= TC_BIN8_NONE * 8 &&
+		       TC_BIN8_NONE * 8 + sizeof(struct tcache_bin) <=
+			       __builtin_offsetof(struct tcache, sbins) + sizeof(((struct tcache *)0)->sbins),
+	       "TC_BIN8_NONE reads a zeroed bin of the static caches");
 
 /* Fast allocation of class cls, NULL when the stack is empty (then call tcache_alloc_slow). */
 static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
@@ -161,11 +173,44 @@ static inline __attribute__((always_inline)) void *tcache_pop(unsigned cls)
 	return NULL;
 }
 
-/* The stack that serves n <= SMALL_LOOKUP_MAX bytes: the direct table's entry. */
-static inline __attribute__((always_inline)) struct tcache_bin *tcache_small_bin(struct tcache *tc,
-										 size_t n)
+/*
+ * The fast paths' stack operations on the stack at bin8 r of tc (a direct table entry or a
+ * descriptor's bin8), each access in the (tc, r, 8) addressing mode.  TCACHE_HIDE(r)
+ * between the accesses hides from gcc that they share an address, which it would otherwise
+ * compute once into a register (lea: one instruction more per pop and per push).
+ */
+#define TCACHE_HIDE(r) __asm__("" : "+r"(r))
+
+/* Pops the object on top of the stack at *r into *out (the mark left in place: the caller
+ * clears it or overwrites it); false when the stack is empty.  *r is hidden in place, so a
+ * caller that goes on using it (calloc's stores) needs no copy of it. */
+static inline __attribute__((always_inline)) bool tcache_take_at(struct tcache *tc, size_t *r,
+								  void **out)
 {
-	return tc->direct[(n + 15) >> 4];
+	void **t = tcache_bin_at(tc, *r)->top;
+	TCACHE_HIDE(*r);
+	if (unlikely((uint16_t)(uintptr_t)t == tcache_bin_at(tc, *r)->empty))
+		return false;
+	TCACHE_HIDE(*r);
+	tcache_bin_at(tc, *r)->top = t + 1;
+	*out = *t;
+	tc->pops++;
+	return true;
+}
+
+/* Pushes the validated object p on the stack at r; false when it is full. */
+static inline __attribute__((always_inline)) bool tcache_push_at(struct tcache *tc, size_t r,
+								  void *p)
+{
+	void **t = tcache_bin_at(tc, r)->top;
+	TCACHE_HIDE(r);
+	if (unlikely((uint16_t)(uintptr_t)t == tcache_bin_at(tc, r)->full))
+		return false;
+	TCACHE_HIDE(r);
+	((uintptr_t *)p)[1] = PCPM_FREE_KEY;
+	t[-1] = p;
+	tcache_bin_at(tc, r)->top = t - 1;
+	return true;
 }
 
 /* Fast allocation of n <= SMALL_LOOKUP_MAX bytes through the direct table, NULL when the
@@ -173,9 +218,11 @@ static inline __attribute__((always_inline)) struct tcache_bin *tcache_small_bin
 static inline __attribute__((always_inline)) void *tcache_pop_small(size_t n)
 {
 	struct tcache *tc = tcache_self();
-	struct tcache_bin *b = tcache_small_bin(tc, n);
-	if (likely(!tcache_bin_empty(b)))
-		return tcache_bin_pop(tc, b);
+	void *p;
+	if (likely(tcache_take_at(tc, &(size_t){tc->direct[n]}, &p))) {
+		((uintptr_t *)p)[1] = 0;
+		return p;
+	}
 	return NULL;
 }
 

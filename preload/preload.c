@@ -83,8 +83,8 @@ EXPORT size_t malloc_usable_size(void *p)
 	return pcpm_usable_size(p);
 }
 
-/* C23: the size must be the one requested; the default mode takes the block's own, secure
- * mode checks it (a mismatch aborts). */
+/* C23: the size must be the one requested; the default mode aborts on a size larger than
+ * the block (api.h: pcpm_free_sized_call), secure mode on any other than the request. */
 EXPORT void free_sized(void *p, size_t size)
 {
 	pcpm_free_sized_call(p, size, "free_sized");

@@ -956,6 +956,33 @@ static void test_free_sized(void)
 			}
 		}
 	}
+	/* The size requested is accepted where the block is larger (the default mode checks
+	 * only that the size fits the block, secure mode that it is the one requested): a
+	 * realloc that shrank in place, an aligned request in a larger class, and every size
+	 * of one class. */
+	static const size_t shrink[][2] = {{1000, 600},
+					   {100000, 70000},
+					   {8 * TU_MIB, 5 * TU_MIB}};
+	for (size_t i = 0; i < sizeof(shrink) / sizeof(shrink[0]); i++) {
+		void *p = malloc(shrink[i][0]);
+		CHECK(p != NULL);
+		void *q = realloc(p, shrink[i][1]);
+		CHECK(q != NULL);
+		fs(q, shrink[i][1]);
+	}
+	void *a = aligned_alloc(4096, 16);
+	CHECK(a != NULL);
+	fas(a, 4096, 16);
+	for (size_t size = 1; size <= 1024; size++) {
+		void *p = malloc(size);
+		size_t usable = malloc_usable_size(p);
+		fs(p, size);
+		for (size_t n = size; n <= usable; n += 7) {
+			p = malloc(n);
+			CHECK(p != NULL);
+			fs(p, n);
+		}
+	}
 	/* The heap is consistent afterwards. */
 	for (size_t size = 1; size < 100000; size = size * 3 + 1) {
 		void *p = malloc(size);

@@ -11,6 +11,7 @@
  * line about it and still run to exit status 0.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
@@ -210,6 +211,43 @@ static void free_foreign_mmap(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* A sized free (C23 free_sized, found by name: glibc 2.36 has none) given one byte more than
+ * the block of n bytes can hold: a size it never had.  64 B is the inline check (the size's
+ * class against the descriptor's), 4 KiB the class-size table, 256 KiB (a page run) and
+ * 16 MiB (a mapping) the slow path's. */
+static void free_sized_too_large(size_t n)
+{
+	void (*fs)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
+	CHECK(fs != NULL);
+	void *keep = malloc(n); /* a neighbour, so a slab stays in use */
+	char *p = malloc(n);
+	memset(p, 7, n);
+	size_t usable = malloc_usable_size(p);
+	tu_report_pointer(p);
+	fs(tu_opaque_ptr(p), usable + 1);
+	free(keep);
+}
+
+static void free_sized_64(void)
+{
+	free_sized_too_large(64);
+}
+
+static void free_sized_4k(void)
+{
+	free_sized_too_large(4096);
+}
+
+static void free_sized_256k(void)
+{
+	free_sized_too_large(256 * TU_KIB);
+}
+
+static void free_sized_16m(void)
+{
+	free_sized_too_large(16 * TU_MIB);
+}
+
 /* --- Clean failures, in-process ----------------------------------------------------------- */
 
 static void clean_failures(void)
@@ -342,6 +380,14 @@ int main(int argc, char **argv)
 	expect_abort("double free of a 16 MiB block", double_free_huge, "pcpmalloc: free(): ");
 	expect_abort("realloc of an interior pointer", realloc_interior,
 		     "pcpmalloc: realloc(): invalid pointer 0x");
+	expect_abort("free_sized larger than a 64 B block", free_sized_64,
+		     "pcpmalloc: free_sized(): size 65 for 0x");
+	expect_abort("free_sized larger than a 4 KiB block", free_sized_4k,
+		     "pcpmalloc: free_sized(): size 4097 for 0x");
+	expect_abort("free_sized larger than a 256 KiB block", free_sized_256k,
+		     "pcpmalloc: free_sized(): size 262145 for 0x");
+	expect_abort("free_sized larger than a 16 MiB block", free_sized_16m,
+		     "pcpmalloc: free_sized(): size ");
 	/* not pcpmalloc's memory: glibc's free decides, as without pcpmalloc */
 	expect_glibc("free of a stack address", free_stack);
 	expect_glibc("free of a static array", free_static);

@@ -420,7 +420,7 @@ static const struct bugcase cases[] = {
 	{"C++ delete of new[] (destructor)", cxx_delete_scalar_of_array_dtor, true, {C, C, C},
 	 {C, C, C}},
 	{"C++ delete[] of new", cxx_delete_array_of_scalar, false, {M}, {M}},
-	{"C++ sized delete, wrong size", cxx_sized_delete_mismatch, true, {M, M, M}, {C, C, C}},
+	{"C++ sized delete, wrong size", cxx_sized_delete_mismatch, true, {C, C, C}, {C, C, C}},
 };
 /* clang-format on */
 
