@@ -176,7 +176,7 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 	char *base = page_address(h), *p = base + off;
 	h->req_size = n | (uint64_t)off << 32;
 	arm_run(p, n, off, secure_canary(base), tail_guard(h));
-	return p; /* the run reads zero: no clearing */
+	return p; /* the run reads zero (with SECURE_P_ZERO; else calloc clears): no clearing */
 }
 
 /* The head descriptor of the secure run holding p (a page and SECURE_LARGE_FRONT bytes or
@@ -240,7 +240,9 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		}
 		/* zeroed once, here: a read after free finds nothing, and the run goes back to
 		 * the cache clean (checked zero when it leaves the quarantine) */
-		memset(p - SECURE_LARGE_FRONT, 0, (size_t)(tail_guard(h) - (p - SECURE_LARGE_FRONT)));
+		if (secure_on(SECURE_P_ZERO))
+			memset(p - SECURE_LARGE_FRONT, 0,
+			       (size_t)(tail_guard(h) - (p - SECURE_LARGE_FRONT)));
 		h->flags |= PG_SECURE_QUAR;
 		secure_run_put(h, call);
 		return;

@@ -128,6 +128,10 @@ void secure_run_put(struct page *h, const char *call)
 	struct page *out[LQ_SLOTS + 1], *rel[LQ_SLOTS + 1];
 	unsigned nout = 0, nrel = 0;
 	pcpm_lock(&runs_lock);
+	if (!secure_on(SECURE_P_QUAR)) { /* no quarantine: the run is clean (or unchecked) */
+		out[nout++] = h;
+		goto cache;
+	}
 	if (lq[lq_next]) {
 		out[nout++] = lq[lq_next];
 		lq_bytes -= run_bytes(lq[lq_next]);
@@ -144,9 +148,12 @@ void secure_run_put(struct page *h, const char *call)
 		}
 	}
 	pcpm_unlock(&runs_lock);
-	for (unsigned i = 0; i < nout; i++)
-		lq_check(out[i], call); /* outside the lock: a read pass of the block */
+	if (secure_on(SECURE_P_ZERO)) {
+		for (unsigned i = 0; i < nout; i++)
+			lq_check(out[i], call); /* outside the lock: a read pass of the block */
+	}
 	pcpm_lock(&runs_lock);
+cache:
 	for (unsigned i = 0; i < nout; i++) {
 		struct page *r = out[i];
 		unsigned o = (unsigned)ilog2_ceil(r->npages);
