@@ -63,7 +63,8 @@ enum page_state {
 /* flags */
 #define PG_DIRTY 0x1 /* block was written since it was last committed or purged */
 #define PG_SECURE_QUAR 0x2 /* LARGE head, secure mode: freed, guarded, in the quarantine */
-#define PG_FROZEN 0x4 /* SLAB head: a CPU's slab, on no list (slab.h: slab_new_frozen) */
+#define PG_SECURE_SPARSE 0x4 /* LARGE head, secure mode: freed with pages not resident */
+#define PG_FROZEN 0x8 /* SLAB head: a CPU's slab, on no list (slab.h: slab_new_frozen) */
 
 /*
  * struct page: one per 4 KiB page, 64 bytes.  Written under the lock of whoever owns the
@@ -81,7 +82,12 @@ struct page {
 	/* SLAB head: the CPU slot (+ 1; 0: none) whose sheaves last took objects from this
 	 * slab, where frees on other CPUs send them back (sheaf.c: objects go home); written
 	 * without a lock, a routing hint only (relaxed atomics) */
-	uint32_t slab_owner;
+	union {
+		uint32_t slab_owner;
+		/* LARGE head, secure mode: the run reads zero from this byte offset to its
+		 * tail guard (secure_runs.c: only what blocks can reach is ever cleared) */
+		uint32_t run_clean;
+	};
 	/* SLAB, every page: the free fast path's bound, carved x the cache's lim_step (0 on
 	 * every page that is not a slab's, and in memcheck mode): an offset soff from addr is
 	 * a carved object's start exactly when (uint32_t)(soff * reciprocal) < fast_lim

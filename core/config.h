@@ -43,6 +43,9 @@ struct pcpm_config {
 	int tcache;		/* PCPMALLOC_TCACHE: per-thread caches on/off */
 	int secure;		/* PCPMALLOC_SECURE: hardened mode (secure.h) */
 	int secure_far_guard;	/* PCPMALLOC_SECURE_FAR_GUARD: the zone's far guards (zone.h) */
+	int secure_zero;	/* PCPMALLOC_SECURE_ZERO: zero on free, write-after-free check */
+	int secure_canary;	/* PCPMALLOC_SECURE_CANARY: small blocks' canaries, neighbours */
+	int secure_quarantine;	/* PCPMALLOC_SECURE_QUARANTINE: freed slots and runs wait */
 	int junk;		/* PCPMALLOC_JUNK: junk-filled blocks (junk_mode.c) */
 	int decay_thread;	/* PCPMALLOC_DECAY_THREAD: background decay/purge worker */
 	int live;		/* PCPMALLOC_LIVE: publish the live statistics page (live.h) */

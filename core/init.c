@@ -113,6 +113,9 @@ bool pcpm_init(void)
 			pcpm_warn("PCPMALLOC_SECURE=1 ignored: memcheck mode is on (PCPMALLOC_VALGRIND)");
 		}
 		pcpm_secure = secure;
+		pcpm_secure_prot = (pcpm_cfg.secure_zero ? SECURE_P_ZERO : 0) |
+				   (pcpm_cfg.secure_canary ? SECURE_P_CANARY : 0) |
+				   (pcpm_cfg.secure_quarantine ? SECURE_P_QUAR : 0);
 		/* junk filling is a debugging aid of the default functions: secure mode zeroes
 		 * free memory instead, memcheck mode tracks it */
 		bool junk = pcpm_cfg.junk && !secure && !pcpm_vg;

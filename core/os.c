@@ -334,6 +334,14 @@ bool pcpm_os_purge(void *p, size_t len)
 
 int pcpm_purge_errno;
 
+bool pcpm_os_resident(const void *p, size_t len, unsigned char *vec)
+{
+	int e = errno;
+	bool ok = syscall(SYS_mincore, p, len, vec) == 0;
+	errno = e;
+	return ok;
+}
+
 int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict)
 {
 	/* nodemask: one bit per node, 1024 nodes (CONFIG_NODES_SHIFT 10, the largest x86 one) */

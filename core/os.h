@@ -131,6 +131,10 @@ void *pcpm_os_map(size_t len, size_t align);
 void pcpm_os_unmap(void *p, size_t len);
 void *pcpm_os_remap(void *old, size_t oldlen, size_t len, void *dst);
 bool pcpm_os_purge(void *p, size_t len); /* false: madvise failed (errno kept) */
+/* mincore: vec[i] & 1 set when page i of [p, p+len) (p page aligned, len / PAGE_SIZE pages)
+ * is resident; false when it failed (errno kept).  A page that is not resident reads zero
+ * unless it was swapped out (pcpm_os_purge makes it read zero either way). */
+bool pcpm_os_resident(const void *p, size_t len, unsigned char *vec);
 extern int pcpm_purge_errno; /* errno of the last failed purge (racy; for the report) */
 /* Makes [p, p+len) inaccessible (a guard page: PROT_NONE); false on failure. */
 bool pcpm_os_guard(void *p, size_t len);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 int pcpm_secure PCPM_HOT;
+unsigned pcpm_secure_prot PCPM_HOT = SECURE_P_ZERO | SECURE_P_CANARY | SECURE_P_QUAR;
 struct secure_keys pcpm_secure_keys PCPM_HOT;
 
 void pcpm_secure_init(uintptr_t link_key)

@@ -44,6 +44,28 @@
 /* pcpm_cfg.secure, copied at init. */
 extern int pcpm_secure PCPM_HIDDEN;
 
+/*
+ * The protections of secure mode that can be left out, one bit each in pcpm_secure_prot
+ * (set: on; all on by default; copied at init from PCPMALLOC_SECURE_ZERO, _CANARY and
+ * _QUARANTINE), so that each one's price can be measured (bench/RESULTS.md, "Secure mode:
+ * what each protection costs"):
+ *  - SECURE_P_ZERO: zero on free and the write-after-free check (small slots at malloc, page
+ *    runs when they leave the quarantine); off, calloc clears what it hands out;
+ *  - SECURE_P_CANARY: the canary after a small block and the neighbours' checks at free
+ *    (the header's size and canary words stay: the live mark, the request size);
+ *  - SECURE_P_QUAR: the quarantine of freed slots (the thread's ring) and page runs (the
+ *    FIFO of secure_runs.c); off, a freed block is the next one of its size handed out.
+ */
+#define SECURE_P_ZERO 1u
+#define SECURE_P_CANARY 2u
+#define SECURE_P_QUAR 4u
+extern unsigned pcpm_secure_prot PCPM_HIDDEN;
+
+static inline bool secure_on(unsigned prot)
+{
+	return pcpm_secure_prot & prot;
+}
+
 /* Per-process words (pcpm_secure_init, from the safe-linking key and getrandom): canary
  * and size are XORed into each block's header words; fill is the canary byte of huge
  * mappings repeated (never 0). */
@@ -142,6 +164,20 @@ static inline __attribute__((always_inline)) void *secure_arm(char *slot, size_t
 	if (off > SECURE_HDR)
 		secure_store64(slot + 8, c);
 	secure_canary_fill(c, p + n, slot + size);
+	return p;
+}
+
+/* secure_arm without the canary (SECURE_P_CANARY off): the header's size word and the
+ * canary word, the live mark, only.  Returns slot + off. */
+static inline __attribute__((always_inline)) void *secure_arm_header(char *slot, size_t n,
+								     size_t off)
+{
+	char *p = slot + off;
+	uint64_t c = secure_canary(slot);
+	secure_store64(p - 16, secure_size_word(p, n, off));
+	secure_store64(p - 8, c);
+	if (off > SECURE_HDR)
+		secure_store64(slot + 8, c);
 	return p;
 }
 

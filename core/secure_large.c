@@ -170,14 +170,14 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 	int o = n > HUGE_THRESHOLD || align > HUGE_THRESHOLD ? -1 : run_order(n, align, &off);
 	if (o < 0 || unlikely(pcpm_nested()))
 		return huge_secure_alloc(n, align);
-	struct page *h = secure_run_get((unsigned)o);
+	struct page *h = secure_run_get((unsigned)o, off - SECURE_LARGE_FRONT);
 	if (!h)
 		return NULL;
 	*run = true;
 	char *base = page_address(h), *p = base + off;
 	h->req_size = n | (uint64_t)off << 32;
 	arm_run(p, n, off, secure_canary(base), tail_guard(h));
-	return p; /* the run reads zero: no clearing */
+	return p; /* the run reads zero (with SECURE_P_ZERO; else calloc clears): no clearing */
 }
 
 /* The head descriptor of the secure run holding p (a page and SECURE_LARGE_FRONT bytes or
@@ -225,6 +225,22 @@ static size_t run_check(char *p, struct page *h, const char *call, size_t size)
 	return n;
 }
 
+/* Zeroes what the live block p of run h and arm_run wrote: the front canary and header, the
+ * block, the tail canary and the last word before the guard, by residency (a sparse block's
+ * untouched pages are not written).  The rest of the run between them was zero when the
+ * block was handed out and nothing legal wrote it since (the quarantine's check reads it
+ * all): a block aligned far below its tail guard (64 KiB aligned to 64 KiB: 60 KiB of tail)
+ * no longer has its tail pages written, so they stay untouched, not resident.  Returns
+ * whether every page was resident (a dense block: the check reads it whole). */
+static bool run_zero(char *p, struct page *h)
+{
+	char *e = secure_run_written_end(p, h), *gp = tail_guard(h);
+	bool dense = secure_run_zero(p - SECURE_LARGE_FRONT, e);
+	if (gp - e >= 8)
+		secure_store64(gp - 8, 0);
+	return dense;
+}
+
 void secure_large_free(void *ptr, const char *call, size_t size)
 {
 	char *p = ptr;
@@ -241,7 +257,9 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		}
 		/* zeroed once, here: a read after free finds nothing, and the run goes back to
 		 * the cache clean (checked zero when it leaves the quarantine) */
-		memset(p - SECURE_LARGE_FRONT, 0, (size_t)(tail_guard(h) - (p - SECURE_LARGE_FRONT)));
+		h->flags &= (uint8_t)~PG_SECURE_SPARSE;
+		if (secure_on(SECURE_P_ZERO) && !run_zero(p, h))
+			h->flags |= PG_SECURE_SPARSE;
 		h->flags |= PG_SECURE_QUAR;
 		secure_run_put(h, call);
 		return;
@@ -316,13 +334,19 @@ void *secure_large_resize(void *ptr, size_t size)
 	char *base = page_address(h), *q = base + off;
 	char *gp = tail_guard(h);
 	size_t m = MIN(n, size);
+	if (q < p) /* moving down: what the run has not cleared yet below the old front */
+		secure_run_clean(h, off - SECURE_LARGE_FRONT);
 	memmove(q, p, m);
 	/* zero again what the move left outside the new block: before its front (the block
 	 * moved up) and after the bytes it keeps (the grown part, the old tail; a block that
 	 * was aligned may move either way) */
 	if (q > p)
 		memset(p - SECURE_LARGE_FRONT, 0, (size_t)(q - p));
-	memset(q + m, 0, (size_t)(gp - (q + m)));
+	/* what the old block and its canary wrote past the kept bytes (the word before the
+	 * guard: arm_run writes it again or covers it with the tail canary) */
+	char *old_e = secure_run_written_end(p, h);
+	if (old_e > q + m)
+		memset(q + m, 0, (size_t)(old_e - (q + m)));
 	h->req_size = size | (uint64_t)off << 32;
 	arm_run(q, size, off, secure_canary(base), gp);
 	return q;

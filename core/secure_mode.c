@@ -45,9 +45,10 @@ static inline __attribute__((always_inline)) void slot_check_free(char *slot, si
 								  const char *call)
 {
 	uint64_t mark = secure_load64(slot + 8);
-	char *e = written_end_of(slot, size, off, n);
-	if (unlikely((mark && mark != PCPM_FREE_KEY) || !secure_is_zero(slot + 16, e) ||
-		     (secure_load64(slot + size - 16) | secure_load64(slot + size - 8))))
+	if (unlikely((mark && mark != PCPM_FREE_KEY) ||
+		     (secure_load64(slot + size - 16) | secure_load64(slot + size - 8)) ||
+		     (secure_on(SECURE_P_ZERO) &&
+		      !secure_is_zero(slot + 16, written_end_of(slot, size, off, n)))))
 		secure_uaf(slot + SECURE_HDR, call);
 }
 
@@ -58,6 +59,8 @@ static inline __attribute__((always_inline)) void *slot_take(char *slot, unsigne
 	size_t size = pcpm_class_size[cls];
 	slot_check_free(slot, size, off, n, call);
 	secure_store64(slot, 0); /* the link */
+	if (!secure_on(SECURE_P_CANARY))
+		return secure_arm_header(slot, n, off);
 	return secure_arm(slot, size, n, off);
 }
 
@@ -191,7 +194,8 @@ static void small_check(char *p, struct page *head, const char *call, struct sma
 			pcpm_bad_pointer(call, p);
 		secure_underflow(p, call);
 	}
-	secure_canary_check(c, p + n, slot + size, p, call);
+	if (secure_on(SECURE_P_CANARY))
+		secure_canary_check(c, p + n, slot + size, p, call);
 	b->slot = slot;
 	b->size = size;
 	b->n = n;
@@ -252,11 +256,13 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 	small_check(p, head, call, &b);
 	if (unlikely(size != SECURE_NO_SIZE && size != b.n))
 		secure_size_mismatch(p, size, b.n, call);
-	small_check_neighbours(&b, head, p, call);
+	if (secure_on(SECURE_P_CANARY))
+		small_check_neighbours(&b, head, p, call);
 	tcache_count(true);
 	__atomic_store_n((uint64_t *)(b.slot + 8), PCPM_FREE_KEY, __ATOMIC_RELAXED);
 	/* the padding in front of an aligned block stayed zero: from its header on */
-	secure_zero(b.off > SECURE_HDR ? p - SECURE_HDR : b.slot + 16, written_end(&b));
+	if (secure_on(SECURE_P_ZERO))
+		secure_zero(b.off > SECURE_HDR ? p - SECURE_HDR : b.slot + 16, written_end(&b));
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 16), 0, __ATOMIC_RELAXED);
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 8), 0, __ATOMIC_RELAXED);
 	secure_store64(b.slot, 0);
@@ -269,6 +275,10 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 	struct tcache *tc = tcache_self();
 	if (tc->state != TC_ACTIVE) {
 		tcache_free_slow(b.slot, cls);
+		return;
+	}
+	if (!secure_on(SECURE_P_QUAR)) {
+		slot_to_stack(tc, b.slot, cls);
 		return;
 	}
 	void *out = ring_swap_class(tc, b.slot, &cls);
@@ -365,7 +375,10 @@ void *secure_malloc(size_t n)
  * cleared when reused), so calloc clears nothing. */
 void *secure_calloc(size_t n)
 {
-	return secure_malloc(n); /* zeroed on free, checked zero at malloc */
+	void *p = secure_malloc(n); /* zeroed on free, checked zero at malloc */
+	if (p && n && !secure_on(SECURE_P_ZERO))
+		memset(p, 0, n);
+	return p;
 }
 
 /* ---- aligned --------------------------------------------------------------------------- */
@@ -497,6 +510,8 @@ static void *__realloc(char *p, size_t size)
 				memset(p + b.n, 0, size - b.n);
 			else /* the old bytes and canary past the new end: zero again */
 				memset(p + size, 0, (size_t)(written_end(&b) - (p + size)));
+			if (!secure_on(SECURE_P_CANARY))
+				return secure_arm_header(b.slot, size, SECURE_HDR);
 			return secure_arm(b.slot, b.size, size, SECURE_HDR);
 		}
 	} else if (size > SECURE_SMALL_MAX && !secure_is_zero_block(p)) {

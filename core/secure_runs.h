@@ -18,9 +18,34 @@
 #include "large.h"
 #include "secure.h"
 
-/* A clean, guarded run of 2^order pages, its head descriptor PG_LARGE (npages set); NULL
- * when memory is exhausted.  Every byte between the guards reads zero. */
-struct page *secure_run_get(unsigned order);
+/* A guarded run of 2^order pages for a block whose front canary starts from bytes into it
+ * (from >= PAGE_SIZE), its head descriptor PG_LARGE (npages set); NULL when memory is
+ * exhausted.  With SECURE_P_ZERO every byte from there to the tail guard reads zero: only
+ * those are cleared, so a run's pages that no block reached stay untouched (not resident). */
+struct page *secure_run_get(unsigned order, size_t from);
+/*
+ * Zeroes [from, to) of a run (SECURE_P_ZERO's passes over blocks of a page or more): only
+ * the pages that are resident are written; the others read zero already, or are purged
+ * (swapped out).  A block the program touched sparsely - one byte of a 64 KiB block
+ * (wl-ruby's heap pages), of a 16-32 KiB one (wl-glibc-thread) - costs a mincore and
+ * perhaps a madvise instead of a pass over its bytes, and its untouched pages stay out of
+ * the resident set.  secure_run_is_zero: whether [from, to) reads zero, reading resident
+ * pages only (the others are purged the same way, so the range reads zero after it).
+ */
+bool secure_run_zero(char *from, char *to); /* true: every page was resident */
+bool secure_run_is_zero(char *from, char *to);
+
+/* The end of what the live block p of the run h and its canary wrote (16-byte aligned, at
+ * most the tail guard; the word before the guard aside): secure_large.c's arm_run. */
+static inline char *secure_run_written_end(char *p, struct page *h)
+{
+	char *gp = page_address(h) + ((size_t)h->npages << PAGE_SHIFT) - PAGE_SIZE;
+	char *e = (char *)ALIGN_UP((uintptr_t)(p + (uint32_t)h->req_size) + SECURE_CANARY_CHECK, 16);
+	return e < gp ? e : gp;
+}
+/* Clears what is left to clear of the live run h from byte offset from to its tail guard
+ * (a block moving down inside it: realloc), so that range reads zero (SECURE_P_ZERO). */
+void secure_run_clean(struct page *h, size_t from);
 /*
  * Quarantines the freed run h: the caller zeroed what its block wrote, [from, to), and set
  * PG_SECURE_QUAR (a second free finds it).  A run that leaves the quarantine is checked to

@@ -455,6 +455,65 @@ static void uaf_huge_reused(void)
 	free(q);
 }
 
+/* Use after free: writes into a page of a freed 1 MiB block that the block never touched (the
+ * freed block was sparse: secure mode zeroed its resident pages only), then churns blocks of
+ * the size through the quarantine: the page is resident now and its check finds the write. */
+static void uaf_sparse_run(void)
+{
+	char *p = malloc(TU_MIB);
+	p[0] = 1;
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+	((volatile char *)tu_opaque_ptr(p))[TU_MIB / 2] = 'W'; /* the bug */
+	churn(TU_MIB);
+}
+
+/*
+ * Page runs touched sparsely, in both modes: the free of a 1 MiB block whose program wrote one
+ * byte makes no other page of it resident (secure mode zeroes by residency: mincore), and
+ * calloc of the size reads zero at every place earlier blocks wrote before their free, through
+ * the quarantine and the cache of clean runs (40 blocks: past the 16 of the quarantine).
+ * Returns the failures.
+ */
+static int sparse_runs(void)
+{
+	const char *mode = secure ? "secure" : "default";
+	int bad = 0;
+	char *p = malloc(TU_MIB);
+	p[TU_MIB / 2] = 1;
+	free(p);
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	unsigned char vec[TU_MIB / 4096 + 1];
+	size_t np = (TU_MIB + ((uintptr_t)p - a) + 4095) / 4096, res = 0;
+	if (mincore((void *)a, np * 4096, vec) == 0) {
+		for (size_t i = 0; i < np; i++)
+			res += vec[i] & 1;
+	}
+	/* the page written, the header's and the tail canary's: 4 at most of 257 */
+	if (res > 4) {
+		printf("FAIL - [%s] sparse 1 MiB block: %zu of %zu pages resident after its free\n",
+		       mode, res, np);
+		bad++;
+	}
+	size_t at[] = { 0, 4096, TU_MIB / 2 + 17, TU_MIB - 1 };
+	for (int i = 0; i < 40; i++) {
+		char *q = calloc(1, TU_MIB);
+		for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+			if (q[at[k]]) {
+				printf("FAIL - [%s] calloc of 1 MiB: byte %zu not zero (block %d)\n",
+				       mode, at[k], i);
+				bad++;
+			}
+			q[at[k]] = 'x';
+		}
+		free(q);
+	}
+	if (!bad)
+		printf("ok - [%s] sparse 1 MiB blocks: %zu of %zu pages resident after free, "
+		       "calloc reads zero\n", mode, res, np);
+	return bad;
+}
+
 /* A corrupted link that is aligned (a heap overflow that wrote a plausible pointer): the
  * key makes it decode to garbage, never to the written address. */
 static void fake_link(void)
@@ -539,6 +598,9 @@ int main(int argc, char **argv)
 	expect("use after free: write to a freed huge mapping", uaf_huge, secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("use after free: write to a freed huge mapping whose pages were reused",
 	       uaf_huge_reused, secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("use after free: write to an untouched page of a freed sparse 1 MiB block",
+	       uaf_sparse_run, sec, "pcpmalloc: free(): write after free in 0x");
+	failures += sparse_runs();
 	expect("forged free-list link (aligned address)", fake_link, NOT_FORGED,
 	       "pcpmalloc: malloc(): corrupted free list at 0x");
 
