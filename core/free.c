@@ -122,10 +122,7 @@ void dfl_free_generic(void *p, const char *call)
 	PCPM_INSIDE_END();
 }
 
-/* The usable size of p when it is a live slab object, page run or huge mapping; 0 for
- * anything else (NULL, a freed or marked object, an early or foreign block, no block), which
- * dfl_free_generic then frees or reports. */
-static size_t live_size(void *p)
+size_t dfl_live_size(const void *p)
 {
 	if (!p)
 		return 0;
@@ -150,7 +147,7 @@ static size_t live_size(void *p)
 
 void dfl_free_sized(void *p, size_t size, const char *call)
 {
-	size_t usable = live_size(p);
+	size_t usable = dfl_live_size(p);
 	if (unlikely(usable && size > usable))
 		pcpm_bad_size(call, p, size, usable);
 	dfl_free_generic(p, call);

@@ -17,6 +17,10 @@ void dfl_free_slow(void *p, struct page *pg, const char *call);
 /* Sized free (free_sized, sized delete) of p: aborts when size exceeds the block's usable
  * size (pcpm_bad_size), else frees as dfl_free_generic. */
 void dfl_free_sized(void *p, size_t size, const char *call);
+/* The usable size (bytes) of p when it is a live slab object, page run or huge mapping; 0
+ * for anything else (NULL, a freed or marked object, an early or foreign block, no block):
+ * never aborts (sized free's check, junk mode's fill).  Thread-safe. */
+size_t dfl_live_size(const void *p);
 /* Usable bytes of the live block p (not NULL); aborts naming call when p is no block. */
 size_t dfl_usable_size(const void *p, const char *call);
 

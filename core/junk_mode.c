@@ -21,26 +21,14 @@
 #include <string.h>
 
 /* Bytes of the pcpmalloc block p that may be filled, or 0 when p is not a live block of its
- * own (a foreign pointer, or one the default functions will report). */
+ * own (a foreign pointer, or one the default functions will report); *skip: the slab
+ * object's link and free mark, left alone. */
 static size_t fillable(void *p, size_t *skip)
 {
-	*skip = 0;
-	struct page *pg = pcpm_page_of(p);
-	if (pg && pg->state == PG_SLAB) {
-		struct page *head = pg->slab_head;
-		if (slab_obj_index(head, p) < 0 || ((uintptr_t *)p)[1] == PCPM_FREE_KEY)
-			return 0;
-		*skip = 16; /* link and free mark */
-		return slab_cache_of(head)->size;
-	}
-	if (pg)
-		return pg->state == PG_LARGE && p == page_address(pg) ? dfl_usable_size(p, "free") : 0;
-	if (pcpm_is_early(p))
-		return 0;
-	struct region *r = pcpm_region_of(p);
-	return r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE
-		       ? dfl_usable_size(p, "free")
-		       : 0;
+	size_t n = dfl_live_size(p);
+	struct page *pg = n ? pcpm_page_of(p) : NULL;
+	*skip = pg && pg->state == PG_SLAB ? 16 : 0;
+	return n;
 }
 
 /* A new block: all its usable bytes (a realloc that grows in place shows them). */

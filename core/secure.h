@@ -149,24 +149,6 @@ secure_canary_check(uint64_t c, const char *from, const char *end, const void *p
 		secure_overflow(p, call);
 }
 
-/*
- * Arms the zeroed slot of size bytes as a block of n bytes at slot + off (off: 16, or the
- * alignment; n + off + 16 <= size): header at p - 16, canary from p + n to the slot's end;
- * with off > 16 the slot's own first words carry the live mark as well.  Returns p.
- */
-static inline __attribute__((always_inline)) void *secure_arm(char *slot, size_t size, size_t n,
-							      size_t off)
-{
-	char *p = slot + off;
-	uint64_t c = secure_canary(slot);
-	secure_store64(p - 16, secure_size_word(p, n, off));
-	secure_store64(p - 8, c);
-	if (off > SECURE_HDR)
-		secure_store64(slot + 8, c);
-	secure_canary_fill(c, p + n, slot + size);
-	return p;
-}
-
 /* secure_arm without the canary (SECURE_P_CANARY off): the header's size word and the
  * canary word, the live mark, only.  Returns slot + off. */
 static inline __attribute__((always_inline)) void *secure_arm_header(char *slot, size_t n,
@@ -178,6 +160,19 @@ static inline __attribute__((always_inline)) void *secure_arm_header(char *slot,
 	secure_store64(p - 8, c);
 	if (off > SECURE_HDR)
 		secure_store64(slot + 8, c);
+	return p;
+}
+
+/*
+ * Arms the zeroed slot of size bytes as a block of n bytes at slot + off (off: 16, or the
+ * alignment; n + off + 16 <= size): header at p - 16, canary from p + n to the slot's end;
+ * with off > 16 the slot's own first words carry the live mark as well.  Returns p.
+ */
+static inline __attribute__((always_inline)) void *secure_arm(char *slot, size_t size, size_t n,
+							      size_t off)
+{
+	char *p = secure_arm_header(slot, n, off);
+	secure_canary_fill(secure_canary(slot), p + n, slot + size);
 	return p;
 }
 
