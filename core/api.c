@@ -144,7 +144,12 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call)
 		dfl_free_sized(p, size, call);
 		free_done();
 		return;
-	default: /* memcheck, junk and prof mode, the start: the size is not checked */
+	case PCPM_MODE_JUNK:
+	case PCPM_MODE_PROF: /* the default allocator below: its check (a sampled block is a
+			      * page run, at least as large as what was asked) */
+		dfl_check_size(p, size, call);
+		return pcpm_free_generic(p, call);
+	default: /* memcheck (its own redzones), the start: the size is not checked */
 		return pcpm_free_generic(p, call);
 	}
 }

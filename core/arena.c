@@ -491,6 +491,18 @@ void pcpm_region_free(struct region *r)
 	lockstat_unlock(&meta_lock, &meta_ls);
 }
 
+bool pcpm_region_free_try(struct region *r)
+{
+	if (nested_region_release(r))
+		return true;
+	if (!lockstat_trylock(&meta_lock, &meta_ls))
+		return false;
+	r->next_free = region_free_list;
+	region_free_list = r;
+	lockstat_unlock(&meta_lock, &meta_ls);
+	return true;
+}
+
 void pcpm_arena_lock_all(void)
 {
 	pcpm_lock(&create_lock);

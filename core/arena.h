@@ -238,6 +238,9 @@ void *pcpm_meta_alloc(size_t len);
 
 struct region *pcpm_region_new(void);
 void pcpm_region_free(struct region *r);
+/* pcpm_region_free with a trylock (signal handlers): false, r untouched, when meta_lock is
+ * taken. */
+bool pcpm_region_free_try(struct region *r);
 
 /* Statistics: the arena_lock* family (map_lock, meta_lock and create_lock summed; busiest:
  * the one taken most). */

@@ -145,11 +145,16 @@ size_t dfl_live_size(const void *p)
 	return 0;
 }
 
-void dfl_free_sized(void *p, size_t size, const char *call)
+void dfl_check_size(const void *p, size_t size, const char *call)
 {
 	size_t usable = dfl_live_size(p);
 	if (unlikely(usable && size > usable))
 		pcpm_bad_size(call, p, size, usable);
+}
+
+void dfl_free_sized(void *p, size_t size, const char *call)
+{
+	dfl_check_size(p, size, call);
 	dfl_free_generic(p, call);
 }
 

@@ -17,6 +17,9 @@ void dfl_free_slow(void *p, struct page *pg, const char *call);
 /* Sized free (free_sized, sized delete) of p: aborts when size exceeds the block's usable
  * size (pcpm_bad_size), else frees as dfl_free_generic. */
 void dfl_free_sized(void *p, size_t size, const char *call);
+/* The check of dfl_free_sized alone (junk and profiling mode run it before their own free):
+ * aborts when p is a live block of fewer than size usable bytes; anything else passes. */
+void dfl_check_size(const void *p, size_t size, const char *call);
 /* The usable size (bytes) of p when it is a live slab object, page run or huge mapping; 0
  * for anything else (NULL, a freed or marked object, an early or foreign block, no block):
  * never aborts (sized free's check, junk mode's fill).  Thread-safe. */

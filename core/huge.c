@@ -41,9 +41,12 @@ static _Atomic size_t huge_bytes, huge_count;
 static _Atomic uint64_t huge_allocs, huge_hits;
 
 
-/* Mappings freed by signal handlers (huge_free_nested), freed by the next huge_alloc or
- * huge_free outside a handler. */
+/* Mappings freed by signal handlers (huge_free_nested, huge_defer), freed by the next
+ * huge_alloc or huge_free outside a handler, malloc_trim or the periodic work.  An entry
+ * whose len is 0 was unmapped already: only its struct is left (meta_lock was taken). */
 static _Atomic(struct region *) huge_deferred;
+/* the front end's free for them in the periodic work (huge_deferred_free_set) */
+static void (*_Atomic deferred_free_fn)(struct region *r);
 
 void huge_drain_deferred(void (*free_fn)(struct region *r))
 {
@@ -53,30 +56,58 @@ void huge_drain_deferred(void (*free_fn)(struct region *r))
 	while (r) {
 		struct region *next = r->deferred_next;
 		r->next_free = NULL;
-		free_fn(r);
+		if (r->len)
+			free_fn(r);
+		else
+			pcpm_region_free(r);
 		r = next;
 	}
 }
 
-
-void huge_free_nested(struct region *r)
+void huge_deferred_free_set(void (*free_fn)(struct region *r))
 {
-	/* A mapping whose region struct came from the lock-free pool goes at once: its radix
-	 * leaves exist (no map_lock) and the pool takes the struct back with one atomic op, so
-	 * a handler that keeps interrupting a lock holder does not run the pool dry. */
-	if (pcpm_region_in_pool(r) && pcpm_map_set_try(huge_base(r), r->len, NULL)) {
-		pcpm_os_unmap(huge_base(r), r->len);
-		atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
-		pcpm_region_free(r);
-		return;
-	}
+	atomic_store_explicit(&deferred_free_fn, free_fn, memory_order_release);
+}
+
+bool huge_deferred_pending(void)
+{
+	return atomic_load_explicit(&huge_deferred, memory_order_relaxed) != NULL;
+}
+
+void huge_drain_deferred_periodic(void)
+{
+	void (*fn)(struct region *) = atomic_load_explicit(&deferred_free_fn, memory_order_acquire);
+	huge_drain_deferred(fn ? fn : huge_free);
+}
+
+void huge_defer(struct region *r)
+{
 	r->next_free = (struct region *)HUGE_DEFERRED;
 	struct region *h = atomic_load_explicit(&huge_deferred, memory_order_relaxed);
 	do
 		r->deferred_next = h;
 	while (!atomic_compare_exchange_weak_explicit(&huge_deferred, &h, r, memory_order_release,
 						      memory_order_relaxed));
+}
+
+void huge_free_nested(struct region *r)
+{
+	/* Unmapped at once when the range's radix leaves can be cleared without waiting (they
+	 * exist: the mapping is live): a handler that allocates and frees blocks of every
+	 * size while it keeps interrupting the allocator makes no mappings that wait for a
+	 * later call (they reached vm.max_map_count when nothing else ran).  Its struct goes
+	 * back to the pool, or to the free list when meta_lock is free; else it waits. */
+	if (!pcpm_map_set_try(huge_base(r), r->len, NULL)) {
+		huge_defer(r);
+		return;
+	}
+	pcpm_os_unmap(huge_base(r), r->len);
+	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	if (pcpm_region_free_try(r))
+		return;
+	r->len = 0;
+	huge_defer(r);
 }
 
 static struct region *__huge_cache_put(struct region *r, struct region **absorbed);

@@ -49,15 +49,25 @@ void *huge_alloc_nested(size_t len, size_t align);
 
 /* Frees the live mapping r: into the cache, or unmapped (too large, cache full). */
 void huge_free(struct region *r);
-/* From a signal handler: unmapped at once when its struct came from the lock-free pool,
- * else deferred to the next huge_alloc / huge_free outside a handler. */
+/* From a signal handler: unmapped at once when its radix entries can be cleared without
+ * waiting (else deferred, as huge_defer); its struct freed with a trylock (else deferred). */
 void huge_free_nested(struct region *r);
+/* Deferred to a later call outside a handler, kept mapped (the secure front end's nested
+ * free, which quarantines it then).  Lock-free. */
+void huge_defer(struct region *r);
 /* Frees what signal handlers deferred, with free_fn: huge_free in the default and memcheck
  * modes, the secure front end's huge_free_quarantined in secure mode (a mapping a handler
  * freed is quarantined like any other); cheap when nothing is.  Each front end calls it
  * before its large allocations, in its huge free and in malloc_trim: this layer cannot
  * know which free applies. */
 void huge_drain_deferred(void (*free_fn)(struct region *r));
+/* The free the periodic work drains deferred mappings with (default huge_free; the secure
+ * front end sets huge_free_quarantined at start-up). */
+void huge_deferred_free_set(void (*free_fn)(struct region *r));
+/* The periodic work's drain, with that free (outside handlers; takes huge_lock). */
+void huge_drain_deferred_periodic(void);
+/* Is a deferred mapping waiting?  (racy: the periodic worker's "anything to do") */
+bool huge_deferred_pending(void);
 
 /* Grows or shrinks r to len bytes with mremap (4 MiB alignment kept); NULL when it cannot
  * (r unchanged: the caller copies).  errno is kept either way. */

@@ -8,6 +8,7 @@
 #include "init.h"
 #include "config.h"
 #include "huge.h"
+#include "huge_quarantine.h"
 #include "prof_dump.h"
 #include "secure.h"
 #include "tcache.h"
@@ -148,8 +149,10 @@ bool pcpm_init(void)
 		/* CPU sheaves in the default mode only: the other modes check and annotate
 		 * objects on the paths between the thread caches and the slabs */
 		pcpm_sheaf_init(!pcpm_vg && !secure && !junk && pcpm_cfg.sheaves && pcpm_cfg.tcache);
-		if (secure)
+		if (secure) {
 			pcpm_secure_init(pcpm_link_key);
+			huge_deferred_free_set(huge_free_quarantined);
+		}
 		huge_init(pcpm_vg);
 		if (prof)
 			prof = pcpm_prof_init();

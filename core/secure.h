@@ -91,10 +91,12 @@ static inline void secure_store64(void *p, uint64_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
-/* The canary word of the slot (or large block) starting at base. */
+/* The canary word of the slot (or large block) starting at base: the key XOR the address,
+ * with no zero byte, so that the commonest overflow, a string's terminating NUL one byte
+ * past the end, always changes it (a random byte would match 1 time in 256). */
 static inline uint64_t secure_canary(const void *base)
 {
-	return pcpm_secure_keys.canary ^ (uintptr_t)base;
+	return (pcpm_secure_keys.canary ^ (uintptr_t)base) | 0x0101010101010101ULL;
 }
 
 /* The 8 canary bytes at address a, as one (unaligned) word: c rotated by a's byte offset. */

@@ -277,7 +277,7 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 			/* deferred, then cached like any mapping: no guard page inside it */
 			pcpm_os_guard_remove(huge_base(r), huge_front(r));
 			pcpm_os_guard_remove(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
-			huge_free_nested(r);
+			huge_defer(r); /* quarantined when drained */
 			return;
 		}
 		huge_drain_deferred(huge_free_quarantined);

@@ -36,7 +36,7 @@ static bool need_update(void)
 			return true;
 	}
 	/* freed mappings not yet purged (huge_cache_decay), objects on sheaves (sheaf_decay) */
-	return huge_cache_resident() > 0 || sheaf_pending();
+	return huge_cache_resident() > 0 || huge_deferred_pending() || sheaf_pending();
 }
 
 void pcpm_periodic(uint64_t now)
@@ -47,6 +47,7 @@ void pcpm_periodic(uint64_t now)
 	for (int n = 0; n < nr; n++)
 		zone_maybe_purge(&pcpm_zones[n], now);
 	pcpm_topology_tick(pcpm_zone.managed_pages);
+	huge_drain_deferred_periodic(); /* what signal handlers freed while a lock was taken */
 	huge_cache_decay(now);
 }
 

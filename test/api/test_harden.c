@@ -257,7 +257,8 @@ static void overflow_small(size_t by)
 {
 	char *a = malloc(48);
 	char *keep = malloc(48);
-	memset(a, 'A', 48 + by); /* the bug */
+	memset(a, 'A', 48);
+	memset(a + 48, 0, by); /* the bug: the NUL of a string one byte too long, and more */
 	tu_report_pointer(a);
 	free(tu_opaque_ptr(a));
 	(void)keep;
@@ -282,7 +283,7 @@ static void overflow_short_canary(void)
 		free(tu_opaque_ptr(q));
 	}
 	char *a = malloc(52);
-	((volatile char *)tu_opaque_ptr(a))[52] = 'A'; /* the bug */
+	((volatile char *)tu_opaque_ptr(a))[52] = 0; /* the bug: a NUL one byte past the end */
 	tu_report_pointer(a);
 	free(tu_opaque_ptr(a));
 }
@@ -292,7 +293,7 @@ static void overflow_realloc_1(void)
 {
 	char *a = malloc(48);
 	char *b = realloc(tu_opaque_ptr(a), 40);
-	((volatile char *)tu_opaque_ptr(b))[40] = 'A'; /* the bug */
+	((volatile char *)tu_opaque_ptr(b))[40] = 0; /* the bug: a NUL one byte past the end */
 	tu_report_pointer(b);
 	free(tu_opaque_ptr(b));
 }
