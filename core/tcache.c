@@ -32,10 +32,14 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
  * a stack may hold mid_class_bytes of objects (at least 2), and a thread's mid-size stacks
  * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
  * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
- * than nine full stacks.  64 KiB a stack (8 of 8 KiB, 4 of 16 KiB) on machines with CPU
- * sheaves (more than 4 CPUs); on smaller ones 32 KiB and at most 4 objects a stack with no
- * total (as before: 64 KiB raised xthread-large's peak RSS by 12 % on 2 CPUs, 7.0 -> 7.9
- * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
+ * than nine full stacks.  32 KiB a stack on every machine, as the kernel keeps a CPU's
+ * share of a cache from growing with the CPU count (pcp high by the cache slice, not by the
+ * CPUs): with one CPU per thread each thread's stacks are one more level of objects in
+ * flight, and at 64 KiB (8 of 8 KiB, 4 of 16 KiB) on machines of more than 4 CPUs the 32
+ * threads of xthread 8-32 KiB at 224 CPUs held 3-4 MiB more at peak (issue 22, fourth
+ * round); the per-CPU sheaves below keep the lock counts where they were.  The total (4
+ * stacks' worth) above 4 CPUs; on smaller ones at most 4 objects a stack and no total (the
+ * total sent 4-16 KiB churn's refills to the kmem_cache locks on 2 CPUs).
  */
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
@@ -85,7 +89,7 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
 	bool big = pcpm_nr_cpus > 4;
-	mid_class_bytes = (size_t)(big ? 64 : 32) << 10;
+	mid_class_bytes = (size_t)32 << 10;
 	mid_bytes = big ? 4 * mid_class_bytes : SIZE_MAX;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
