@@ -513,6 +513,20 @@ static void tcache_thread_exit(void *arg)
 	pcpm_unlock(&registry_lock);
 }
 
+/* Bytes of the free objects on tc's stacks: racy reads of another thread's stacks, a
+ * snapshot, as mallinfo is (a count read mid-update is off by one object, never out of its
+ * array).  Registry lock held. */
+static size_t tc_bytes(const struct tcache *tc)
+{
+	size_t bytes = 0;
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
+			     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
+		bytes += (size_t)n * pcpm_class_size[c];
+	}
+	return bytes;
+}
+
 void tcache_stats_add(struct pcpm_stats *s)
 {
 	/* flagged while the lock is held: a handler that interrupts this runs in the no-wait
@@ -547,6 +561,7 @@ void tcache_stats_add(struct pcpm_stats *s)
 		s->tcache_refills += tc->refills;
 		s->fbatch_flushes += tc->flushes;
 		s->large_alloc += tc->large_allocs;
+		s->tcache_bytes += tc_bytes(tc);
 	}
 	pcpm_unlock(&registry_lock);
 nocache:
@@ -562,15 +577,8 @@ size_t tcache_cached_bytes(void)
 		return 0; /* a handler: the registry lock may be its own thread's */
 	PCPM_INSIDE_BEGIN();
 	pcpm_lock(&registry_lock);
-	for (struct tcache *tc = registry; tc; tc = tc->next) {
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-			/* racy reads of another thread's stacks: a snapshot, as mallinfo is (a
-			 * count read mid-update is off by one object, never out of its array) */
-			unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
-				     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
-			bytes += (size_t)n * pcpm_class_size[c];
-		}
-	}
+	for (struct tcache *tc = registry; tc; tc = tc->next)
+		bytes += tc_bytes(tc);
 	pcpm_unlock(&registry_lock);
 	PCPM_INSIDE_END();
 	return bytes;
