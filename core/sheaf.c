@@ -623,8 +623,24 @@ void sheaf_stats_add(struct pcpm_stats *s)
 			s->sheaf_lock_contended += sc->lock_contended;
 			s->sheaf_remote_frees += sc->remote_frees;
 			s->sheaf_inbox_drains += sc->inbox_drains;
+			for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+				/* racy reads, as sheaf_cached_bytes' */
+				struct sheaf_pcs *pcs = &sc->pcs[c];
+				struct slab_sheaf *m = __atomic_load_n(&pcs->main, __ATOMIC_RELAXED);
+				struct slab_sheaf *sp = __atomic_load_n(&pcs->spare, __ATOMIC_RELAXED);
+				size_t size = pcpm_class_size[c], cap = pcpm_sheaf_cap[c];
+				size_t on = (m ? MIN(__atomic_load_n(&m->size, __ATOMIC_RELAXED), cap) : 0) +
+					    (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED), cap) : 0);
+				s->sheaf_bytes += on * size;
+				s->sheaf_home_bytes +=
+					((size_t)__atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+					 atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed)) * size;
+				s->cpu_slab_bytes +=
+					(size_t)__atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) * size;
+			}
 		}
 	}
+	s->barn_bytes += barn_cached_bytes(pcpm_nested());
 	s->sheaf_decayed += __atomic_load_n(&decayed, __ATOMIC_RELAXED);
 	barn_stats_add(s);
 }

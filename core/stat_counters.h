@@ -54,6 +54,11 @@
 	X(sheaf_remote_frees)	/* objects freed on another CPU sent home to their owner's inbox */ \
 	X(sheaf_inbox_drains)	/* inboxes taken whole by their CPU (or by decay and flushes) */  \
 	X(sheaf_lock_contended)	/* CPU sheaf trylock failures (the slabs were used instead) */   \
+	X(tcache_bytes)		/* now: free objects on the thread caches' stacks (bytes) */      \
+	X(sheaf_bytes)		/* now: free objects on the CPU sheaves, main and spare (bytes) */ \
+	X(sheaf_home_bytes)	/* now: objects come home, waiting on home chains and inboxes */  \
+	X(cpu_slab_bytes)	/* now: the CPU slabs' uncarved tails (bytes, never written) */    \
+	X(barn_bytes)		/* now: free objects on the barns' full sheaves (bytes) */         \
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
 	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \

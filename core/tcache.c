@@ -32,10 +32,14 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
  * a stack may hold mid_class_bytes of objects (at least 2), and a thread's mid-size stacks
  * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
  * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
- * than nine full stacks.  64 KiB a stack (8 of 8 KiB, 4 of 16 KiB) on machines with CPU
- * sheaves (more than 4 CPUs); on smaller ones 32 KiB and at most 4 objects a stack with no
- * total (as before: 64 KiB raised xthread-large's peak RSS by 12 % on 2 CPUs, 7.0 -> 7.9
- * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
+ * than nine full stacks.  32 KiB a stack on every machine, as the kernel keeps a CPU's
+ * share of a cache from growing with the CPU count (pcp high by the cache slice, not by the
+ * CPUs): with one CPU per thread each thread's stacks are one more level of objects in
+ * flight, and at 64 KiB (8 of 8 KiB, 4 of 16 KiB) on machines of more than 4 CPUs the 32
+ * threads of xthread 8-32 KiB at 224 CPUs held 3-4 MiB more at peak (issue 22, fourth
+ * round); the per-CPU sheaves below keep the lock counts where they were.  The total (4
+ * stacks' worth) above 4 CPUs; on smaller ones at most 4 objects a stack and no total (the
+ * total sent 4-16 KiB churn's refills to the kmem_cache locks on 2 CPUs).
  */
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
@@ -85,7 +89,7 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 	/* Free batch sized by CPU count, as Tim Chen's pagevec patch: 31 above 64 CPUs. */
 	fbatch = pcpm_cfg.fbatch != AUTO ? (unsigned)pcpm_cfg.fbatch : (pcpm_nr_cpus > 64 ? 31 : 15);
 	bool big = pcpm_nr_cpus > 4;
-	mid_class_bytes = (size_t)(big ? 64 : 32) << 10;
+	mid_class_bytes = (size_t)32 << 10;
 	mid_bytes = big ? 4 * mid_class_bytes : SIZE_MAX;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
@@ -509,6 +513,20 @@ static void tcache_thread_exit(void *arg)
 	pcpm_unlock(&registry_lock);
 }
 
+/* Bytes of the free objects on tc's stacks: racy reads of another thread's stacks, a
+ * snapshot, as mallinfo is (a count read mid-update is off by one object, never out of its
+ * array).  Registry lock held. */
+static size_t tc_bytes(const struct tcache *tc)
+{
+	size_t bytes = 0;
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
+		unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
+			     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
+		bytes += (size_t)n * pcpm_class_size[c];
+	}
+	return bytes;
+}
+
 void tcache_stats_add(struct pcpm_stats *s)
 {
 	/* flagged while the lock is held: a handler that interrupts this runs in the no-wait
@@ -543,6 +561,7 @@ void tcache_stats_add(struct pcpm_stats *s)
 		s->tcache_refills += tc->refills;
 		s->fbatch_flushes += tc->flushes;
 		s->large_alloc += tc->large_allocs;
+		s->tcache_bytes += tc_bytes(tc);
 	}
 	pcpm_unlock(&registry_lock);
 nocache:
@@ -558,15 +577,8 @@ size_t tcache_cached_bytes(void)
 		return 0; /* a handler: the registry lock may be its own thread's */
 	PCPM_INSIDE_BEGIN();
 	pcpm_lock(&registry_lock);
-	for (struct tcache *tc = registry; tc; tc = tc->next) {
-		for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-			/* racy reads of another thread's stacks: a snapshot, as mallinfo is (a
-			 * count read mid-update is off by one object, never out of its array) */
-			unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
-				     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
-			bytes += (size_t)n * pcpm_class_size[c];
-		}
-	}
+	for (struct tcache *tc = registry; tc; tc = tc->next)
+		bytes += tc_bytes(tc);
 	pcpm_unlock(&registry_lock);
 	PCPM_INSIDE_END();
 	return bytes;

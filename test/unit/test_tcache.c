@@ -3,14 +3,20 @@
  * 4 KiB hold at most 32 KiB of objects; a thread that only frees (the consumer of a
  * producer/consumer pair) gives back its whole full stack and keeps one batch of room, and
  * gets its full capacity back when it allocates that class again; a thread that allocates
- * between its flushes keeps the full capacity.  Also the kmem_caches' min_partial bound.
+ * between its flushes keeps the full capacity.  Also the kmem_caches' min_partial bound, and
+ * (in a child on 224 synthetic CPUs) that a thread's mid-size stacks hold no more objects on
+ * a many-CPU machine than on a small one.
  */
 #include "unit.h"
 #include "api.h"
 #include "tcache.h"
+#include "stat.h"
+#include "topology.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define N 400
 static void *objs[N];
@@ -62,8 +68,57 @@ static void *churner(void *arg)
 	return NULL;
 }
 
+/*
+ * On 224 CPUs (one per thread, as bench/scale.py runs them) a thread's stack of each class
+ * above 4 KiB holds at most 32 KiB of objects (or 2), as on 2 CPUs: a thread that freed 64
+ * objects of every mid-size class keeps at most that on each stack.  With 64 KiB a stack on
+ * machines of more than 4 CPUs (issue 22, before its fourth round), 8 objects of 8 KiB stayed
+ * on one stack.
+ */
+static int many_cpus(void)
+{
+	setenv("PCPMALLOC_TOPOLOGY_SYNTHETIC",
+	       "pack:2 numa:1 l3:1(size=110100480) l2:56(size=2097152) core:1 pu:2", 1);
+	setenv("PCPMALLOC_CPU_SOURCE", "tid", 1);
+	CHECK(pcpm_init());
+	CHECK_EQ(pcpm_nr_cpus, 224);
+	unsigned first = size_to_class(4097), last = size_to_class(SLAB_MAX_SIZE);
+	static void *held[SLAB_PAGED_FIRST][64];
+	for (unsigned c = first; c <= last; c++) {
+		CHECK(pcpm_tcache_cap[c] == 2 || pcpm_tcache_cap[c] * pcpm_class_size[c] <= 32768);
+		for (int i = 0; i < 64; i++)
+			CHECK(held[c][i] = pcpm_malloc(pcpm_class_size[c]));
+	}
+	for (int i = 0; i < 64; i++)
+		for (unsigned c = first; c <= last; c++)
+			pcpm_free(held[c][i]);
+	size_t total = 0;
+	for (unsigned c = first; c <= last; c++) {
+		size_t bytes = (size_t)on_stack(c) * pcpm_class_size[c];
+		CHECK(on_stack(c) <= 2 || bytes <= 32768);
+		total += bytes;
+	}
+	/* the statistics' gauge of thread-cache bytes is these stacks (the only thread); the
+	 * rest of the 64 objects of each class wait on this CPU's sheaves */
+	struct pcpm_stats st;
+	pcpm_stats_read(&st);
+	CHECK_EQ(st.tcache_bytes, total);
+	CHECK(st.sheaf_bytes + st.tcache_bytes >= (size_t)64 * (last - first + 1) * 4608);
+	printf("tcache: 224 CPUs, mid-size stacks %zu bytes after 64 frees of each class, sheaves %llu\n",
+	       total, (unsigned long long)st.sheaf_bytes);
+	fflush(stdout);
+	return 0;
+}
+
 int main(void)
 {
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(many_cpus());
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(pcpm_init());
 	unsigned batch = tcache_fbatch();
 	/* capacities: above 4 KiB at most 32 KiB of objects, 2 to 4; the paged classes none */
