@@ -38,7 +38,6 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
  * MiB, the producer's stacks, and the total sent its refills to the kmem_cache locks).
  */
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
-
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
 static size_t nr_slots PCPM_READ_MOSTLY;
 
