@@ -113,6 +113,14 @@ static pcpm_lock_t decay_lock = PCPM_LOCK_INIT;
 static uint64_t decay_last_ms, decayed;
 
 /*
+ * Objects of SHEAF_BIG_MIN and more: sheaves of at least SHEAF_BIG_BYTES (8-32 objects).
+ * With 32 KiB (1-4 objects) a producer and a consumer sharing a slot on 2 CPUs sent their
+ * swing through the barn and the slabs (xthread-large: 220 kmem_cache acquisitions per 1000
+ * calls; now 0, bench/RESULTS.md issue 22 fourth round).
+ */
+#define SHEAF_BIG_MIN 8192
+#define SHEAF_BIG_BYTES ((size_t)256 << 10)
+/*
  * Objects per sheaf.  The kernel's calculate_sheaf_capacity gives 60 / 26 / 12 / 4 objects
  * (below 256 B, 1 KiB, 4 KiB, above), which on a many-CPU machine would make a
  * producer/consumer pair of 8-32 KiB objects meet the barn every 4 objects.  Here a sheaf
@@ -132,6 +140,9 @@ static unsigned sheaf_capacity(uint32_t size)
 	size_t bytes = pcpm_cfg.sheaf_kb != AUTO
 			       ? (size_t)pcpm_cfg.sheaf_kb << 10
 			       : MIN(MAX((size_t)pcpm_nr_cpus << 14, (size_t)32 << 10), (size_t)1 << 20);
+	/* (fewer than 16 CPUs: above, the CPU rule gives more) */
+	if (size >= SHEAF_BIG_MIN && pcpm_cfg.sheaf_kb == AUTO)
+		bytes = MAX(bytes, SHEAF_BIG_BYTES);
 	size_t max = pcpm_nr_cpus > 64 ? 128 : 64;
 	return (unsigned)MIN(MAX(bytes / size, kernel), max);
 }
@@ -231,6 +242,32 @@ static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
 static inline struct sheaf_cpu *cpu_sheaf(int cpu)
 {
 	return cpu_sheaves ? atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire) : NULL;
+}
+
+/*
+ * The CPU's sheaf lock is taken (its holder preempted or migrated inside it, or two threads
+ * hashed to one slot): the next slots' sheaves of the node, locked, else NULL (the slabs
+ * serve).  *cpu becomes that slot.  A preempted holder keeps the lock for its time slice,
+ * and every refill and flush of the class there went to the kmem_cache lock (xmalloc, 2
+ * CPUs: 90k-190k trylock failures).  Any slot's sheaves may hold the node's objects.
+ */
+#define NEAR_SLOTS 2
+static struct sheaf_pcs *pcs_trylock_near(unsigned cls, unsigned *cpu, int node)
+{
+	unsigned n = (unsigned)pcpm_nr_cpus;
+	for (unsigned k = 1; k <= NEAR_SLOTS && k < n; k++) {
+		unsigned c = (*cpu + k) % n;
+		struct sheaf_cpu *sc = cpu_sheaf((int)c);
+		if (!sc || pcp_cpu_node(c) != node)
+			continue;
+		struct sheaf_pcs *pcs = &sc->pcs[cls];
+		/* (spare is published last, under the lock: main is set when it is) */
+		if (__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE) && pcpm_trylock(&pcs->lock)) {
+			*cpu = c;
+			return pcs;
+		}
+	}
+	return NULL;
 }
 
 static inline void pcs_note_low(struct sheaf_pcs *pcs)
@@ -360,6 +397,17 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 		slab_free_bulk(cls, buf, nbuf);
 }
 
+/*
+ * The most objects a refill from partial slabs takes (at least q, a quarter sheaf): a whole
+ * sheaf for a producer (its last barn exchange was an allocation too).  They are free,
+ * resident memory already; the producer meets the kmem_cache lock once a sheaf, not once a
+ * quarter (xmalloc, 2 CPUs: 96 -> 35 kmem_cache acquisitions per 1000 calls with the above).
+ */
+static inline unsigned producer_max(unsigned cls, bool producer, unsigned q)
+{
+	return producer ? MAX(q, (unsigned)pcpm_sheaf_cap[cls]) : q;
+}
+
 unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 {
 	unsigned cap = pcpm_sheaf_cap[cls], cpu;
@@ -368,11 +416,11 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 	if (!cap || want > cap || !(pcs = this_pcs(cls, &cpu, &node)))
 		return slab_alloc_bulk(cls, want, want, objs, 0);
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
-		/* another thread of this CPU slot holds it (preempted there, or the thread-id
-		 * hash put two threads on one slot): the slabs serve, as the zone serves a pcp
-		 * trylock failure */
+		/* another thread of this CPU slot holds it: a neighbour's sheaves, else the
+		 * slabs serve */
 		pcs_cpu(pcs, cls)->lock_contended++;
-		return slab_alloc_bulk(cls, want, want, objs, 0);
+		if (!(pcs = pcs_trylock_near(cls, &cpu, node)))
+			return slab_alloc_bulk(cls, want, want, objs, 0);
 	}
 	pcs->ops++;
 	/* main's objects first, even fewer than asked for (the thread cache takes what comes);
@@ -392,7 +440,8 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		 * window; two when its last exchange was an allocation too (a producer, which
 		 * meets the barn half as often so) */
 		struct slab_sheaf *x[2] = { m, pcs->spare };
-		unsigned k = pcs->last_dir == SHEAF_ALLOC ? 2 : 1;
+		bool producer = pcs->last_dir == SHEAF_ALLOC;
+		unsigned k = producer ? 2 : 1;
 		pcs->last_dir = SHEAF_ALLOC;
 		pcs_cpu(pcs, cls)->refills++;
 		k = barn_replace_empty(node, cls, x, k);
@@ -408,7 +457,8 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 			unsigned q = MAX(want, (cap + 3) / 4);
 			m->size = cpu_slab_alloc(&pcs->cslab, cls, want, m->objects, cap, q, cpu + 1);
 			if (m->size < want)
-				m->size += slab_alloc_bulk(cls, q - m->size, q - m->size,
+				m->size += slab_alloc_bulk(cls, q - m->size,
+							   producer_max(cls, producer, q) - m->size,
 							   &m->objects[m->size], cpu + 1);
 		}
 	}
@@ -432,7 +482,8 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 		return;
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
 		pcs_cpu(pcs, cls)->lock_contended++;
-		return slab_free_bulk(cls, objs, n);
+		if (!(pcs = pcs_trylock_near(cls, &cpu, node)))
+			return slab_free_bulk(cls, objs, n);
 	}
 	pcs->ops++;
 	struct slab_sheaf *m = pcs->main;

@@ -101,14 +101,17 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : fbatch;
 		if (size > 4096)
 			cap = (unsigned)MAX(2UL, MIN(big ? cap : 4, mid_class_bytes / size));
-		/* paged classes: none (the fast paths never see them; a producer's objects
-		 * parked in its consumer's cache would pin their large slabs) */
-		if (c >= SLAB_PAGED_FIRST)
-			cap = 0;
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
-		 * live on the slow paths; secure mode, whose checks do) */
+		 * live on the slow paths; secure mode, whose checks do).  The paged classes
+		 * (20-32 KiB) get the mid sizes' byte rule too (2 or 3 objects, in the mid
+		 * budget: tcache_mid_trim), in the default mode's stacks only: malloc's slow
+		 * path pops them, free's fast path pushes them (their pages carry bin8 as every
+		 * slab page), a consumer's go back whole (tcache_flush_full).  Without a stack
+		 * every 20-32 KiB malloc and free took its CPU's sheaf lock: glibc-thread's 7.7 %
+		 * of the requests, 47.3 -> 41.0 M instructions with one (bench/RESULTS.md, issue
+		 * 22, fourth round) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && fast_stacks ? (uint16_t)cap : 0;
-		mode_cap[c] = pcpm_cfg.tcache && mode_stacks ? (uint16_t)cap : 0;
+		mode_cap[c] = pcpm_cfg.tcache && mode_stacks && c < SLAB_PAGED_FIRST ? (uint16_t)cap : 0;
 		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
 	}
 	/* glibc's own name: a program's pthread_key_create() wrapper must not run under the init
@@ -276,13 +279,13 @@ static unsigned refill_stack(struct tcache *tc, struct tcache_bin *b, unsigned c
  */
 static void tcache_mid_trim(struct tcache *tc, unsigned keep)
 {
-	if (pcpm_class_size[keep] <= 4096 || keep >= SLAB_PAGED_FIRST || mid_bytes == SIZE_MAX)
+	if (pcpm_class_size[keep] <= 4096 || mid_bytes == SIZE_MAX)
 		return;
 	size_t bytes = 0;
 	unsigned first = size_to_class(4097);
-	for (unsigned c = first; c < SLAB_PAGED_FIRST; c++)
+	for (unsigned c = first; c < NR_SIZE_CLASSES; c++) /* (the paged classes' too) */
 		bytes += (size_t)bin_count(tc, c) * pcpm_class_size[c];
-	for (unsigned c = SLAB_PAGED_FIRST; c-- > first && bytes > mid_bytes;) {
+	for (unsigned c = NR_SIZE_CLASSES; c-- > first && bytes > mid_bytes;) {
 		unsigned n = bin_count(tc, c);
 		if (c == keep || !n)
 			continue;

@@ -121,11 +121,11 @@ int main(void)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK(pcpm_init());
 	unsigned batch = tcache_fbatch();
-	/* capacities: above 4 KiB at most 32 KiB of objects, 2 to 4; the paged classes none */
+	/* capacities: above 4 KiB at most 32 KiB of objects, 2 to 4 (the paged classes 2) */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		uint32_t size = pcpm_class_size[c];
 		if (c >= SLAB_PAGED_FIRST) {
-			CHECK_EQ(pcpm_tcache_cap[c], 0);
+			CHECK_EQ(pcpm_tcache_cap[c], 2);
 		} else if (size > 4096) {
 			CHECK(pcpm_tcache_cap[c] >= 2 && pcpm_tcache_cap[c] <= 4);
 			CHECK(pcpm_tcache_cap[c] == 2 || pcpm_tcache_cap[c] * size <= 32768);
