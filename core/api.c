@@ -149,7 +149,11 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call)
 			      * page run, at least as large as what was asked) */
 		dfl_check_size(p, size, call);
 		return pcpm_free_generic(p, call);
-	default: /* memcheck (its own redzones), the start: the size is not checked */
+	case PCPM_MODE_MEMCHECK: /* its own redzones: the size is not checked */
+		return pcpm_free_generic(p, call);
+	default: /* before the start only early blocks exist */
+		if (pcpm_is_early(p))
+			dfl_check_size(p, size, call);
 		return pcpm_free_generic(p, call);
 	}
 }

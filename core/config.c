@@ -119,7 +119,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_PROF_PREFIX", T_STR, NULL, &pcpm_cfg.prof_prefix, 0, 0, 0, NULL,
 	  "start of the dump file names, PREFIX.PID.SEQ.KIND.heap (%p becomes the pid; default pcpmalloc)" },
 	{ "PCPMALLOC_PROF_SIGNAL", T_INT, I(prof_signal), 0, 0, 64, NULL,
-	  "signal number that writes a heap profile (e.g. 12, SIGUSR2); 0: none" },
+	  "signal number that writes a heap profile (e.g. 12, SIGUSR2; not a fault or abort signal); 0: none" },
 	{ "PCPMALLOC_PROF_FINAL", T_INT, I(prof_final), 0, 0, 1, NULL,
 	  "1: write a heap profile at exit (jemalloc's prof_final)" },
 	{ "PCPMALLOC_PROF_INTERVAL", T_INT, I(prof_interval), 0, 0, 2147483647, NULL,

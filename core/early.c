@@ -87,6 +87,19 @@ size_t pcpm_early_usable(const void *p, const char *call)
 	return h->size;
 }
 
+size_t pcpm_early_live_size(const void *p)
+{
+	uintptr_t off = (uintptr_t)p - (uintptr_t)early_base();
+	if (off < sizeof(struct early_hdr) || (off & 15) ||
+	    off > atomic_load_explicit(&early_used, memory_order_acquire))
+		return 0;
+	const struct early_hdr *h = (const struct early_hdr *)p - 1;
+	if (h->check != ((uintptr_t)p ^ EARLY_CHECK) || !h->size || h->size > EARLY_REENTRY_MAX ||
+	    atomic_load_explicit(&h->state, memory_order_acquire) != EARLY_LIVE)
+		return 0;
+	return h->size;
+}
+
 void pcpm_early_free(void *p, const char *call)
 {
 	struct early_hdr *h = early_block(p, call);

@@ -52,6 +52,9 @@ static inline bool pcpm_is_early(const void *p)
 /* For p inside the area: its usable bytes; aborts ("pcpmalloc: CALL(): invalid pointer")
  * when p is not a live early block. */
 size_t pcpm_early_usable(const void *p, const char *call);
+/* For p inside the area: its usable bytes when it is a live early block, else 0 (never
+ * aborts: sized free's check, which leaves the diagnosis to the free). */
+size_t pcpm_early_live_size(const void *p);
 /* Frees the early block p (marks it free; the space is not reused); aborts on an invalid
  * pointer or a double free. */
 void pcpm_early_free(void *p, const char *call);

@@ -138,7 +138,7 @@ size_t dfl_live_size(const void *p)
 			       ? (size_t)pg->npages << PAGE_SHIFT
 			       : 0;
 	if (pcpm_is_early(p))
-		return 0;
+		return pcpm_early_live_size(p);
 	struct region *r = pcpm_region_of(p);
 	if (r && r->kind == REGION_HUGE && huge_base(r) == p && huge_state(r) == HUGE_LIVE)
 		return r->len;

@@ -20,8 +20,8 @@ void dfl_free_sized(void *p, size_t size, const char *call);
 /* The check of dfl_free_sized alone (junk and profiling mode run it before their own free):
  * aborts when p is a live block of fewer than size usable bytes; anything else passes. */
 void dfl_check_size(const void *p, size_t size, const char *call);
-/* The usable size (bytes) of p when it is a live slab object, page run or huge mapping; 0
- * for anything else (NULL, a freed or marked object, an early or foreign block, no block):
+/* The usable size (bytes) of p when it is a live slab object, page run, huge mapping or
+ * early block; 0 for anything else (NULL, a freed or marked object, a foreign block, none):
  * never aborts (sized free's check, junk mode's fill).  Thread-safe. */
 size_t dfl_live_size(const void *p);
 /* Usable bytes of the live block p (not NULL); aborts naming call when p is no block. */

@@ -189,12 +189,13 @@ static void huge_cache_put_list(struct region *list)
 /*
  * No cached mapping is large enough for len bytes (huge_lock held, dropped
  * on return): build one block from several.  The resident cached mappings, largest first,
- * until they hold len bytes, are moved with mremap into one new 4 MiB-aligned reservation:
+ * until they hold len bytes, are moved with mremap into one new 4 MiB-aligned mapping:
  * mremap moves page-table entries, so their pages come along resident, without a copy or a
  * fault, and a program whose large blocks change size reuses the memory it freed (as a page
  * heap reuses free spans) instead of faulting in fresh pages beside it.  The last mapping
- * gives only its tail and keeps its head in the cache; what the cache cannot cover is
- * committed fresh.  The result may span several VMAs, which mremap cannot grow or move as
+ * gives only its tail and keeps its head in the cache; what the cache cannot cover is the
+ * new mapping's own fresh pages (mapped accounted, so the kernel refuses what it could never
+ * back, as for any fresh huge block).  The result may span several VMAs, which mremap cannot grow or move as
  * one: huge_realloc then fails and realloc copies.  NULL (everything back in the cache) when
  * nothing is resident or a system call fails before anything moved.
  */
@@ -224,7 +225,10 @@ static void *__huge_gather(size_t len)
 	if (!list)
 		return NULL;
 	struct region *r = pcpm_region_new();
-	char *dst = r ? pcpm_os_reserve(len, HUGE_ALIGN) : NULL;
+	/* an accounted mapping, as every fresh huge block's: the kernel's overcommit check
+	 * refuses a size it could never back (a NORESERVE reservation made writable by
+	 * mprotect escaped it: malloc(64 GiB) succeeded once a 5 MiB block was cached) */
+	char *dst = r ? pcpm_os_map(len, HUGE_ALIGN) : NULL;
 	if (!dst || !pcpm_map_reserve(dst, len)) {
 		if (dst)
 			pcpm_os_unmap(dst, len);
@@ -266,13 +270,7 @@ static void *__huge_gather(size_t len)
 			gone = c;
 		}
 	}
-	if (off < len && !pcpm_os_commit(dst + off, len - off)) {
-		/* the moved pages go with the reservation */
-		pcpm_os_unmap(dst, len);
-		pcpm_region_free(r);
-		r = NULL;
-	}
-	if (r) {
+	if (r) { /* what the cache did not cover is dst's own fresh pages */
 		huge_region_init(r, dst, len);
 		r->dirty = 1;
 		(void)pcpm_map_set(dst, len, r); /* reserved above: cannot fail */

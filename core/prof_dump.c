@@ -63,7 +63,13 @@ bool pcpm_prof_init(void)
 	}
 	prof_on = true;
 	next_dump = (uint64_t)pcpm_cfg.prof_interval;
-	if (pcpm_cfg.prof_signal) {
+	int sig = pcpm_cfg.prof_signal;
+	if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
+	    sig == SIGSYS || sig == SIGABRT) {
+		/* a fault or abort signal: its handler returning re-runs the faulting instruction
+		 * (a crashing program would dump forever instead of dying) */
+		pcpm_warn("PCPMALLOC_PROF_SIGNAL=%d: a fault or abort signal; no profile signal", sig);
+	} else if (sig) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = on_signal;

@@ -275,22 +275,51 @@ static void clean_failures(void)
 	printf("ok - impossible requests fail cleanly\n");
 }
 
+/* A request the kernel refuses to back (4x RAM with its overcommit heuristic) fails with
+ * ENOMEM, and still does once a freed huge block waits in the cache: building the block
+ * from cached mappings took a NORESERVE reservation made writable, which the kernel's
+ * check never saw, and malloc(64 GiB) succeeded on a 23 GiB machine (then an OOM kill). */
+static void beyond_memory_after_cache(void)
+{
+	size_t n = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE) * 4;
+	void *probe = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (probe != MAP_FAILED) { /* vm.overcommit_memory=1: the kernel accepts anything */
+		munmap(probe, n);
+		printf("ok - # skipped: a mapping of 4x RAM is accepted here\n");
+		return;
+	}
+	free(malloc(tu_opaque(5UL << 20)));
+	errno = 0;
+	void *p = malloc(tu_opaque(n));
+	if (p != NULL || errno != ENOMEM) {
+		failures++;
+		printf("FAIL - malloc(%zu) beyond memory after a huge block was cached: %p, errno %d\n",
+		       n, p, errno);
+		free(p);
+		return;
+	}
+	printf("ok - malloc of 4x RAM fails with ENOMEM with a freed huge block cached\n");
+}
+
 /* --- Malformed environment ---------------------------------------------------------------- */
 
 /* Runs argv with our environment plus extra, stderr captured; returns the wait status. */
-static int run_with_env(char *const argv[], const char *extra, char *err, size_t err_size)
+static int run_with_env(char *const argv[], const char *const extra[], char *err, size_t err_size)
 {
-	size_t n = 0;
+	size_t n = 0, x = 0;
 	while (environ[n])
 		n++;
-	char **env = calloc(n + 2, sizeof(char *));
+	while (extra[x])
+		x++;
+	char **env = calloc(n + x + 1, sizeof(char *));
 	CHECK(env != NULL);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "PCPMALLOC_", 10) != 0 ||
 		    strncmp(environ[i], "PCPMALLOC_TEST_", 15) == 0)
 			env[k++] = environ[i];
-	env[k++] = (char *)extra;
+	for (size_t i = 0; i < x; i++)
+		env[k++] = (char *)extra[i];
 	env[k] = NULL;
 
 	int pfd[2];
@@ -326,7 +355,8 @@ static int run_with_env(char *const argv[], const char *extra, char *err, size_t
 static void check_env_warning(const char *what, char *const argv[])
 {
 	char err[4096];
-	int status = run_with_env(argv, "PCPMALLOC_DECAY_MS=abc", err, sizeof(err));
+	int status = run_with_env(argv, (const char *const[]){"PCPMALLOC_DECAY_MS=abc", NULL}, err,
+				  sizeof(err));
 	char st[128];
 	describe_status(status, st, sizeof(st));
 	int lines = 0;
@@ -348,6 +378,25 @@ static void check_env_warning(const char *what, char *const argv[])
 	}
 }
 
+/* PCPMALLOC_PROF_SIGNAL naming a fault signal: refused with one warning, so that a program
+ * that faults dies of it (the profile handler returned and the fault came back forever). */
+static void check_prof_fault_signal(const char *self)
+{
+	char err[4096];
+	char *argv[] = {(char *)self, (char *)"--child-segv", NULL};
+	int status = run_with_env(argv, (const char *const[]){"PCPMALLOC_PROF=1",
+		"PCPMALLOC_PROF_SIGNAL=11", "PCPMALLOC_PROF_PREFIX=/nonexistent/p", NULL}, err,
+				  sizeof(err));
+	char st[128];
+	describe_status(status, st, sizeof(st));
+	bool ok = WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV &&
+		  strstr(err, "PCPMALLOC_PROF_SIGNAL=11") != NULL;
+	if (!ok)
+		failures++;
+	printf("%s - a faulting program with PCPMALLOC_PROF_SIGNAL=11: %s, \"%.*s\"\n",
+	       ok ? "ok" : "FAIL", st, (int)strcspn(err, "\n"), err);
+}
+
 static int child_mode_malloc(void)
 {
 	/* Re-executed by the environment check: allocate a little and exit 0. */
@@ -364,6 +413,11 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--child-malloc") == 0)
 		return child_mode_malloc();
+	if (argc > 1 && strcmp(argv[1], "--child-segv") == 0) {
+		free(malloc(100));
+		*(volatile int *)tu_opaque_ptr((void *)8) = 1; /* the program's own fault */
+		return 0;
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	tu_require_pcpmalloc("test_badinput");
 	tu_watchdog(300);
@@ -394,6 +448,7 @@ int main(int argc, char **argv)
 	expect_glibc("free of a foreign mmap'd page", free_foreign_mmap);
 
 	clean_failures();
+	beyond_memory_after_cache();
 
 	char *true_argv[] = {(char *)"/bin/true", NULL};
 	check_env_warning("/bin/true", true_argv);
@@ -403,6 +458,7 @@ int main(int argc, char **argv)
 	self[n] = '\0';
 	char *self_argv[] = {self, (char *)"--child-malloc", NULL};
 	check_env_warning("a program that mallocs", self_argv);
+	check_prof_fault_signal(self);
 
 	CHECKF(failures == 0, "%d case(s) failed, see above", failures);
 	return 0;
