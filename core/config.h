@@ -41,6 +41,7 @@ struct pcpm_config {
 	int decay_mode;		/* PCPMALLOC_DECAY_MODE: mainline | count_min */
 	int count_min_div;	/* PCPMALLOC_COUNT_MIN_DIV: count_min mode decays min(count_min, high/div) */
 	int tcache;		/* PCPMALLOC_TCACHE: per-thread caches on/off */
+	int tcache_grow_kb;	/* PCPMALLOC_TCACHE_GROW_KB: growth of a thread's stacks, KiB */
 	int secure;		/* PCPMALLOC_SECURE: hardened mode (secure.h) */
 	int secure_far_guard;	/* PCPMALLOC_SECURE_FAR_GUARD: the zone's far guards (zone.h) */
 	int secure_zero;	/* PCPMALLOC_SECURE_ZERO: zero on free, write-after-free check */

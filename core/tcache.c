@@ -44,11 +44,19 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
 static size_t nr_slots PCPM_READ_MOSTLY;
+/* Classes whose stacks may grow (the first nr_grow) and by how many bytes of objects a
+ * thread's may (PCPMALLOC_TCACHE_GROW_KB): tcache_grow_refill. */
+#define TC_GROW_MAX_SIZE 4096 /* (above: tcache_mid_trim's byte bounds) */
+static unsigned nr_grow PCPM_READ_MOSTLY;
+static size_t tc_grow_bytes PCPM_READ_MOSTLY;
 
 static pthread_key_t tc_key PCPM_HOT;
 static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct tcache *registry PCPM_HOT;
 static struct tcache *free_caches; /* caches of exited threads, under registry_lock */
+/* live caches (registry_lock; read racily): stacks grow while there is one, see
+ * tcache_grow_refill */
+static unsigned nr_live;
 /* counters of caches that are gone (thread exit) and of calls made without a cache */
 static struct {
 	uint64_t malloc_calls, free_calls, refills, flushes, large_allocs;
@@ -114,6 +122,8 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 		mode_cap[c] = pcpm_cfg.tcache && mode_stacks && c < SLAB_PAGED_FIRST ? (uint16_t)cap : 0;
 		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
 	}
+	tc_grow_bytes = (size_t)pcpm_cfg.tcache_grow_kb << 10;
+	nr_grow = tc_grow_bytes ? size_to_class(TC_GROW_MAX_SIZE) + 1 : 0;
 	/* glibc's own name: a program's pthread_key_create() wrapper must not run under the init
 	 * lock (issue 26 item 1, as __sysconf in os.h) */
 	__pthread_key_create(&tc_key, tcache_thread_exit);
@@ -155,8 +165,11 @@ static struct tcache *tcache_get(void)
 	if (tc)
 		free_caches = tc->free_next;
 	pcpm_unlock(&registry_lock);
-	if (tc)
+	if (tc) {
+		void **grow_area = tc->grow_area; /* (a mapping of its own: kept) */
 		memset(tc, 0, sizeof(*tc));
+		tc->grow_area = grow_area;
+	}
 	else if (!(tc = pcpm_meta_alloc(sizeof(*tc) + nr_slots * sizeof(void *)))) /* zeroed */
 		return NULL;
 	tc->slots = (void **)(tc + 1);
@@ -187,7 +200,7 @@ void tcache_setup(void)
 		return; /* no cache: every call goes to the slabs, and set-up is tried again */
 	void **next = tc->slots;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		tc->cap[c] = pcpm_tcache_cap[c];
+		tc->cap[c] = tc->slots_max[c] = pcpm_tcache_cap[c];
 		bin_init(&tc->bins[c], &next, pcpm_tcache_cap[c]);
 		bin_init(&tc->sbins[c], &next, mode_cap[c]);
 	}
@@ -200,6 +213,7 @@ void tcache_setup(void)
 	if (registry)
 		registry->prev = tc;
 	registry = tc;
+	nr_live++;
 	pcpm_unlock(&registry_lock);
 	pcpm_tcp = tc; /* before pthread_setspecific, which may allocate */
 	pthread_setspecific(tc_key, tc);
@@ -261,6 +275,105 @@ static unsigned refill_stack(struct tcache *tc, struct tcache_bin *b, unsigned c
 }
 
 /*
+ * ---- stacks that grow (tcmalloc's dynamic per-class max_length; core/README.md) ----
+ * A class refilled, flushed and refilled again makes round trips to the slab layer: from
+ * then on each refill adds a batch of capacity, so the stack soon holds the working set.
+ * TC_OVERAGES flushes in a row with no refill give a batch back; a thread grows by at most
+ * PCPMALLOC_TCACHE_GROW_KB of objects (the classes refilled longest ago give theirs back).
+ */
+#define TC_GROW_SLOTS 2048 /* a grown stack's array (16 KiB: the 16-bit limits allow 8191) */
+#define TC_OVERAGES 3	   /* flushes in a row, no refill between, per batch given back */
+/* REFILLED: a refill; FLUSHED: then a flush (the next refill completes a trip); ON: grows */
+enum { TC_TRIP_REFILLED = 1, TC_TRIP_FLUSHED = 2, TC_TRIP_ON = 4 };
+
+/* The stack of cls into its array of the grow area (metadata: an mmap of its own took arena
+ * 0's room to grow; one array of slack for tcache_in_other_cache's walk); false: no memory */
+static bool grow_move(struct tcache *tc, unsigned cls)
+{
+	if (!tc->grow_area &&
+	    !(tc->grow_area = pcpm_meta_alloc((size_t)(nr_grow + 1) * TC_GROW_SLOTS * sizeof(void *))))
+		return false;
+	struct tcache_bin *b = &tc->bins[cls];
+	unsigned n = tcache_bin_count(b);
+	void **bottom = tc->grow_area + (size_t)(cls + 1) * TC_GROW_SLOTS;
+	memcpy(bottom - n, b->top, (size_t)n * sizeof(void *));
+	b->top = bottom - n;
+	b->empty = (uint16_t)(uintptr_t)bottom;
+	__atomic_store_n(&tc->slots_max[cls], TC_GROW_SLOTS, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* cls's capacity set to cap (the objects above it go down first: the full test is ==) */
+static void grow_set_cap(struct tcache *tc, unsigned cls, unsigned cap)
+{
+	unsigned base = pcpm_tcache_cap[cls], n = bin_count(tc, cls), old = tc->cap[cls];
+	if (n > cap)
+		flush_bin(tc, cls, n - cap);
+	tc->grown -= (size_t)(old > base ? old - base : 0) * pcpm_class_size[cls];
+	tc->grown += (size_t)(cap > base ? cap - base : 0) * pcpm_class_size[cls];
+	tc->cap[cls] = (uint16_t)cap;
+	bin_set_cap(&tc->bins[cls], cap);
+}
+
+/* Room for need more bytes of growth of cls: the other grown classes, those refilled
+ * longest ago first, back to their base until it fits; false when it does not. */
+static bool grow_budget(struct tcache *tc, unsigned cls, size_t need)
+{
+	while (tc->grown + need > tc_grow_bytes) {
+		unsigned v = NR_SIZE_CLASSES;
+		for (unsigned c = 0; c < nr_grow; c++)
+			if (c != cls && tc->cap[c] > pcpm_tcache_cap[c] &&
+			    (v == NR_SIZE_CLASSES || tc->seen[c] < tc->seen[v]))
+				v = c;
+		if (v == NR_SIZE_CLASSES)
+			return false;
+		grow_set_cap(tc, v, pcpm_tcache_cap[v]);
+		tc->trip[v] = tc->overage[v] = 0;
+	}
+	return true;
+}
+
+/* A refill of cls: after a refill and a flush, a round trip (the class grows from now on);
+ * a growing class gets one batch more room. */
+static void tcache_grow_refill(struct tcache *tc, unsigned cls)
+{
+	uint8_t t = tc->trip[cls];
+	tc->seen[cls] = tc->refills + tc->flushes;
+	tc->overage[cls] = 0;
+	t = t & TC_TRIP_FLUSHED ? TC_TRIP_ON : t | TC_TRIP_REFILLED;
+	tc->trip[cls] = t;
+	/* (one thread only: in xmalloc and rpmalloc, whose threads free each other's
+	 * blocks, growth tripled the peak RSS and doubled the time) */
+	if (!(t & TC_TRIP_ON) || cls >= nr_grow || __atomic_load_n(&nr_live, __ATOMIC_RELAXED) > 1)
+		return;
+	unsigned step = batch_for(cls), cap = tc->cap[cls] + step;
+	size_t bytes = (size_t)step * pcpm_class_size[cls];
+	if (cap > TC_GROW_SLOTS || !grow_budget(tc, cls, bytes) ||
+	    (tc->slots_max[cls] < cap && !grow_move(tc, cls)))
+		return;
+	grow_set_cap(tc, cls, cap);
+}
+
+/* A flush of cls's full stack: true when the class grows (the caller flushes one batch);
+ * TC_OVERAGES flushes in a row give a batch of capacity back, down to the base. */
+static bool tcache_grow_flush(struct tcache *tc, unsigned cls)
+{
+	uint8_t t = tc->trip[cls];
+	if (t & (TC_TRIP_REFILLED | TC_TRIP_ON))
+		tc->trip[cls] = t | TC_TRIP_FLUSHED;
+	if (!(t & TC_TRIP_ON))
+		return false;
+	if ((t & TC_TRIP_FLUSHED) && ++tc->overage[cls] >= TC_OVERAGES) {
+		unsigned base = pcpm_tcache_cap[cls], step = batch_for(cls);
+		tc->overage[cls] = 0;
+		grow_set_cap(tc, cls, tc->cap[cls] > base + step ? tc->cap[cls] - step : base);
+		if (tc->cap[cls] <= base)
+			tc->trip[cls] = 0;
+	}
+	return true;
+}
+
+/*
  * The stack of class cls is full.  Normally one batch goes back to the slab, keeping
  * cap - batch objects for the thread's next allocations.  A thread that has allocated
  * nothing since its previous flush only frees (the consumer of a producer/consumer pair,
@@ -302,7 +415,7 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 		return; /* not full: the cache was just set up (the thread's first call frees) */
 	bool only_frees = tc->pops + tc->malloc_calls == tc->flush_mark;
 	tc->flush_mark = tc->pops + tc->malloc_calls;
-	if (full <= batch) {
+	if (tcache_grow_flush(tc, cls) || full <= batch) {
 		flush_bin(tc, cls, batch);
 	} else if (only_frees) {
 		flush_bin(tc, cls, bin_count(tc, cls));
@@ -353,6 +466,7 @@ static void *__tcache_alloc_slow(unsigned cls)
 		tc->cap[cls] = pcpm_tcache_cap[cls];
 		bin_set_cap(b, tc->cap[cls]);
 	}
+	tcache_grow_refill(tc, cls);
 	unsigned want = MIN(batch_for(cls), tcache_bin_room(b));
 	if (!refill_stack(tc, b, cls, want))
 		return NULL;
@@ -443,7 +557,8 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 		struct tcache_bin *b = fast ? &tc->bins[cls] : &tc->sbins[cls];
 		void **top = __atomic_load_n(&b->top, __ATOMIC_RELAXED);
 		uint16_t n = (uint16_t)(b->empty - (uint16_t)(uintptr_t)top) / sizeof(void *);
-		unsigned max = fast ? pcpm_tcache_cap[cls] : mode_cap[cls];
+		unsigned max = fast ? __atomic_load_n(&tc->slots_max[cls], __ATOMIC_RELAXED)
+				    : mode_cap[cls];
 		for (unsigned i = 0; top && i < n && i < max && !found; i++)
 			found = __atomic_load_n(&top[i], __ATOMIC_RELAXED) == p;
 	}
@@ -506,6 +621,7 @@ static void tcache_thread_exit(void *arg)
 		tc->prev->next = tc->next;
 	else
 		registry = tc->next;
+	nr_live--;
 	if (tc->next)
 		tc->next->prev = tc->prev;
 	dead_add(tc);
@@ -523,7 +639,10 @@ static size_t tc_bytes(const struct tcache *tc)
 {
 	size_t bytes = 0;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		unsigned n = MIN(tcache_bin_count(&tc->bins[c]), pcpm_tcache_cap[c]) +
+		/* racy reads of another thread's stacks: a snapshot, as mallinfo is (a count
+		 * read mid-update is off by one object, never out of its array) */
+		unsigned n = MIN(tcache_bin_count(&tc->bins[c]),
+				 __atomic_load_n(&tc->slots_max[c], __ATOMIC_RELAXED)) +
 			     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
 		bytes += (size_t)n * pcpm_class_size[c];
 	}
@@ -614,51 +733,5 @@ void tcache_fork_child(void)
 	} else {
 		registry = NULL;
 	}
-}
-
-/*
- * ---- signal handlers (kernel-pcp.md §12.2 "Re-entrancy") ----
- * A handler may interrupt this thread anywhere in pcpmalloc: in the middle of a thread-cache
- * push or pop, or holding a kmem_cache, pcp or zone lock.  preload/ runs every handler the
- * program installs between pcpm_signal_enter() and pcpm_signal_exit().  Enter sets the
- * thread's "in a handler" depth and parks the thread cache's stacks (the handler sees empty,
- * full stacks, so its fast paths fall through to the slow paths without touching the state
- * the interrupted code may be changing); exit puts them back unchanged.  With the depth set,
- * the slow paths use trylock only: frees that cannot get a lock are deferred on lock-free
- * lists drained by the next lock holder, allocations that cannot get one map memory.  The
- * fast path pays nothing; such a signal costs three sigprocmask calls and two 1 KiB copies.
- */
-
-void pcpm_signal_enter(void)
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old); /* no second handler while the stacks move */
-	struct tcache *tc = tcache_self();
-	/* (the static caches of a thread without one have nothing to park) */
-	if (pcpm_sig_depth++ == 0 && tc->state == TC_ACTIVE) {
-		memcpy(tc->parked, tc->bins, sizeof(tc->parked));
-		memset(tc->bins, 0, sizeof(tc->bins));
-	}
-	atomic_signal_fence(memory_order_seq_cst);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-/*
- * Leaves every signal blocked: once the stacks are back, a signal that came before the
- * interrupted code resumed would run its handler in the normal mode against a half-done
- * push or pop.  The handler's return (rt_sigreturn) restores the interrupted code's mask
- * together with its registers, so call this last, just before returning from the handler.
- */
-void pcpm_signal_exit(void)
-{
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	atomic_signal_fence(memory_order_seq_cst);
-	struct tcache *tc = tcache_self();
-	if (--pcpm_sig_depth == 0 && tc->state == TC_ACTIVE) {
-		memcpy(tc->bins, tc->parked, sizeof(tc->parked));
-		memset(tc->parked, 0, sizeof(tc->parked)); /* counted once (tcache_calls) */
-	}
+	nr_live = registry != NULL;
 }

@@ -86,6 +86,21 @@ struct tcache {
 	 * the thread only frees: tcache_free_slow), and malloc_calls at the last flush */
 	uint16_t cap[NR_SIZE_CLASSES];
 	uint64_t flush_mark;
+	/*
+	 * Stacks that grow (tcache.c, tcache_grow_refill): a class whose objects make round
+	 * trips - flushed to the slab layer, then refilled from it - gets room for its working
+	 * set, as tcmalloc's per-class max_length.  slots_max: the size of the class's array
+	 * (pcpm_tcache_cap, or TC_GROW_SLOTS once it moved to grow_area); trip: TC_TRIP_*
+	 * bits; overage: flushes in a row without a refill between; seen: the slow-path tick
+	 * (refills + flushes) of the class's last refill; grown: bytes of capacity above
+	 * pcpm_tcache_cap over every class (at most tc_grow_bytes).  grow_area is kept when the
+	 * cache is reused.
+	 */
+	uint16_t slots_max[NR_SIZE_CLASSES];
+	uint8_t trip[NR_SIZE_CLASSES], overage[NR_SIZE_CLASSES];
+	uint64_t seen[NR_SIZE_CLASSES];
+	size_t grown;
+	void **grow_area;
 	void **slots; /* the stacks' arrays: metadata after the struct, bins' then sbins' */
 	/* a front end's quarantine of freed objects (secure mode): each free puts its object
 	 * in a random slot of its class's group of the ring and takes out the one that was
@@ -93,7 +108,7 @@ struct tcache {
 	void *ring[TC_RING];
 	uint8_t ring_cls[TC_RING];
 	uint64_t ring_rng;
-	/* the fast stacks while a signal handler runs (pcpm_signal_enter) */
+	/* the fast stacks while a signal handler runs (pcpm_signal_enter, tcache_signal.c) */
 	struct tcache_bin parked[NR_SIZE_CLASSES];
 	struct tcache *free_next; /* on the list of caches of exited threads, for reuse */
 };
@@ -253,11 +268,6 @@ static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned 
 bool tcache_mode_ready(struct tcache *tc, unsigned cls);
 bool tcache_mode_refill(struct tcache *tc, unsigned cls);
 void tcache_mode_flush(struct tcache *tc, unsigned cls);
-
-/* Signal handlers (preload/signal.c): park the thread's stacks while a handler runs; see
- * tcache.c.  Async-signal-safe, nest; exit leaves every signal blocked (call it last). */
-void pcpm_signal_enter(void);
-void pcpm_signal_exit(void);
 
 void tcache_setup(void);
 /* Registers the calling thread's cache on its first slow-path call. */

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "api.h"
+#include "tcache_signal.h"
 
 #include <elf.h>
 #include <errno.h>

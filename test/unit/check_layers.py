@@ -44,6 +44,7 @@ LAYERS = [
     ['core/vmstat.c'],          # the periodic work: calls down into pcp, zone, huge, topology
     ['core/huge_quarantine.c'],
     ['core/large.c'],
+    ['core/tcache_signal.c'],   # the thread cache parked while a signal handler runs
     ['core/tcache.c'],
     ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
     ['core/barn.c'],            # the node barns of full and empty sheaves

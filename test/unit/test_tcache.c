@@ -3,9 +3,12 @@
  * 4 KiB hold at most 32 KiB of objects; a thread that only frees (the consumer of a
  * producer/consumer pair) gives back its whole full stack and keeps one batch of room, and
  * gets its full capacity back when it allocates that class again; a thread that allocates
- * between its flushes keeps the full capacity.  Also the kmem_caches' min_partial bound, and
- * (in a child on 224 synthetic CPUs) that a thread's mid-size stacks hold no more objects on
- * a many-CPU machine than on a small one.
+ * between its flushes keeps the full capacity.  Stacks grow: a thread whose rounds of 1600
+ * blocks overflow its stack and run it dry serves them from its stack alone after two rounds,
+ * within PCPMALLOC_TCACHE_GROW_KB (the class refilled longest ago gives its growth back), and
+ * gives capacity back when it only frees.  Also the kmem_caches' min_partial bound, and (in a
+ * child on 224 synthetic CPUs) that a thread's mid-size stacks hold no more objects on a
+ * many-CPU machine than on a small one.
  */
 #include "unit.h"
 #include "api.h"
@@ -19,7 +22,7 @@
 #include <unistd.h>
 
 #define N 400
-static void *objs[N];
+static void *objs[N], *objs2[2 * 1600];
 static unsigned cls;
 
 /* Objects on this thread's stack of class c. */
@@ -61,8 +64,8 @@ static void *churner(void *arg)
 		slot[k] = pcpm_malloc(pcpm_class_size[cls]);
 		CHECK(slot[k]);
 	}
-	/* allocations between the flushes: the capacity stays */
-	CHECK_EQ(tcache_self()->cap[cls], full);
+	/* allocations between the flushes: the capacity stays (or grows: round trips) */
+	CHECK(tcache_self()->cap[cls] >= full);
 	for (int k = 0; k < 256; k++)
 		pcpm_free(slot[k]);
 	return NULL;
@@ -110,6 +113,51 @@ static int many_cpus(void)
 	return 0;
 }
 
+#define ROUND 1600
+static void *many[ROUND];
+
+/* One round of glibc's bench-malloc-simple: ROUND blocks of size, freed in order. */
+static void round_trip(size_t size)
+{
+	for (int i = 0; i < ROUND; i++)
+		CHECK((many[i] = pcpm_malloc(size)) != NULL);
+	for (int i = 0; i < ROUND; i++)
+		pcpm_free(many[i]);
+}
+
+static void *grower(void *arg)
+{
+	(void)arg;
+	unsigned c64 = size_to_class(64), c512 = size_to_class(512), c1k = size_to_class(1024);
+	round_trip(64);
+	struct tcache *tc = tcache_self();
+	round_trip(64);
+	/* from the third round on, no refill and no flush: the stack holds the working set */
+	uint64_t refills = tc->refills, flushes = tc->flushes;
+	round_trip(64);
+	round_trip(64);
+	CHECK_EQ(tc->refills, refills);
+	CHECK_EQ(tc->flushes, flushes);
+	CHECK(tc->cap[c64] >= ROUND && on_stack(c64) >= ROUND);
+	/* 1600 x 1 KiB (1.6 MiB) and then 1600 x 512 B do not fit 2 MiB together: the 1 KiB
+	 * class, refilled longest ago, goes back to its base */
+	for (int r = 0; r < 3; r++)
+		round_trip(1024);
+	CHECK(tc->cap[c1k] >= ROUND);
+	for (int r = 0; r < 3; r++)
+		round_trip(512);
+	CHECK(tc->cap[c512] >= ROUND);
+	CHECK_EQ(tc->cap[c1k], pcpm_tcache_cap[c1k]);
+	CHECK(on_stack(c1k) <= pcpm_tcache_cap[c1k]);
+	CHECK(tc->grown <= (size_t)2048 << 10);
+	/* a thread that only frees (blocks it allocated before) gives its growth back */
+	unsigned grown = tc->cap[c64];
+	for (int i = 0; i < 2 * ROUND; i++)
+		pcpm_free(objs2[i]);
+	CHECK(tc->cap[c64] < grown);
+	return NULL;
+}
+
 int main(void)
 {
 	pid_t pid = fork();
@@ -150,6 +198,11 @@ int main(void)
 	CHECK_EQ(pthread_create(&t, NULL, churner, NULL), 0);
 	CHECK_EQ(pthread_join(t, NULL), 0);
 
+	for (int i = 0; i < 2 * ROUND; i++)
+		CHECK((objs2[i] = pcpm_malloc(64)) != NULL);
+	/* stacks grow while one thread runs (the others have exited) */
+	grower(NULL);
+
 	/* kmem_caches keep at most 64 KiB of partial slabs (at least 2; 1 for slabs above
 	 * order 3) before freeing empty ones */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
@@ -159,7 +212,7 @@ int main(void)
 		CHECK(s->min_partial >= floor && s->min_partial <= 10);
 		CHECK(s->min_partial == floor || s->min_partial * slab <= 65536);
 	}
-	printf("tcache: %u objects per batch; free_high for a freeing thread, full capacity back on refill\n",
+	printf("tcache: %u objects per batch; free_high for a freeing thread, full capacity back on refill, stacks grow for round trips\n",
 	       batch);
 	return 0;
 }
