@@ -725,7 +725,7 @@ def main():
     pr = sub.add_parser('prof', help='heap profile: run a command, or read a dump',
                         description='Heap profiling (PCPMALLOC_PROF=1) through google-pprof.  '
                                     '"prof -- CMD" runs CMD with profiling on and a dump at '
-                                    'exit, and prints its top allocation sites (in-use bytes); '
+                                    'exit, and prints its top allocation sites (bytes allocated; --inuse: in use at exit); '
                                     '"prof DUMP" prints a dump\'s; --svg/--html draw the call '
                                     'graph; --diff A B prints B less A (google-pprof --base).')
     pr.add_argument('--alloc', action='store_true', default=None,

@@ -39,12 +39,15 @@ run f4 -n 1 -a glibc --timeout 1 -- sleep 30
 has f4.err "under glibc (warm-up run): timed out after 1 s" "timeout" && ok "timeout"
 
 # 2. a missing allocator is reported and skipped; the others run
-run m -n 2 -a glibc -a foo=/nonexistent.so -a nosuchalloc -a pcpmalloc -- true
+run m -n 2 -a glibc -a foo=/nonexistent.so -a pcpmalloc -- true
 [ "$(rc m)" = 0 ] || fail "missing allocator: exit $(rc m), want 0"
 has m.err "skipping allocator foo=/nonexistent.so: /nonexistent.so not found" "missing allocator" &&
-	has m.err "skipping allocator nosuchalloc: unknown allocator" "unknown allocator" &&
 	has m.out "verdict: pcpmalloc vs glibc" "missing allocator: the others still compared" &&
 	! grep -q "foo=" "$tmp/m.out" && ok "missing allocator skipped"
+# ... a misspelt name is a usage error (exit 2), not a comparison with nothing in it
+run m3 -n 1 -a glibc -a nosuchalloc -- true
+[ "$(rc m3)" = 2 ] || fail "unknown allocator: exit $(rc m3), want 2"
+has m3.err "unknown allocator 'nosuchalloc'" "unknown allocator refused" && ok "unknown allocator refused"
 # ... and when none is left, exit 2
 run m2 -n 1 -a foo=/nonexistent.so -- true
 [ "$(rc m2)" = 2 ] || fail "no allocator left: exit $(rc m2), want 2"
