@@ -188,16 +188,9 @@ int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_sheaf");
 	tu_watchdog(60);
-	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: both run) */
-	const char *which = argc > 1 ? argv[1] : "all";
-	if (strcmp(which, "edge") && strcmp(which, "cpuslab") && strcmp(which, "decay"))
-		which = "all"; /* meson's "short" or "long" */
-	if (!strcmp(which, "all") || !strcmp(which, "edge"))
-		edge();
-	if (!strcmp(which, "all") || !strcmp(which, "cpuslab"))
-		cpuslab();
-	if (!strcmp(which, "all") || !strcmp(which, "decay"))
-		decay();
+	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: all) */
+	tu_run_cases(argc, argv, (const struct tu_case[]){
+		{"edge", edge}, {"cpuslab", cpuslab}, {"decay", decay}, {NULL, NULL}});
 	printf("test_sheaf: ok\n");
 	return 0;
 }

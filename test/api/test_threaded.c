@@ -94,15 +94,8 @@ int main(int argc, char **argv)
 	tu_require_pcpmalloc("test_threaded");
 	tu_watchdog(60);
 	/* argv[1]: "paged", "swing" or "producer" runs one case (meson passes the mode: all) */
-	const char *which = argc > 1 ? argv[1] : "all";
-	if (strcmp(which, "paged") && strcmp(which, "swing") && strcmp(which, "producer"))
-		which = "all"; /* meson's "short" or "long" */
-	if (!strcmp(which, "all") || !strcmp(which, "paged"))
-		paged();
-	if (!strcmp(which, "all") || !strcmp(which, "swing"))
-		swing();
-	if (!strcmp(which, "all") || !strcmp(which, "producer"))
-		producer();
+	tu_run_cases(argc, argv, (const struct tu_case[]){
+		{"paged", paged}, {"swing", swing}, {"producer", producer}, {NULL, NULL}});
 	printf("test_threaded: ok\n");
 	return 0;
 }

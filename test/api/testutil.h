@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 #include <poll.h>
@@ -183,6 +184,24 @@ static inline void tu_watchdog(unsigned seconds)
 {
 	signal(SIGALRM, tu_watchdog_fired);
 	alarm(seconds);
+}
+
+/* Named cases: argv[1] naming one case runs it alone; anything else (meson's "short" or
+ * "long", nothing) runs them all, in order.  The array ends with a NULL name. */
+struct tu_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+static inline void tu_run_cases(int argc, char **argv, const struct tu_case *cases)
+{
+	const char *which = argc > 1 ? argv[1] : "";
+	bool one = false;
+	for (const struct tu_case *c = cases; c->name; c++)
+		one |= !strcmp(which, c->name);
+	for (const struct tu_case *c = cases; c->name; c++)
+		if (!one || !strcmp(which, c->name))
+			c->fn();
 }
 
 /* --- Content patterns ---------------------------------------------------------------------
