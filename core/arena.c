@@ -481,14 +481,20 @@ struct region *pcpm_region_new(void)
 	return r ? r : pcpm_meta_alloc(sizeof(struct region));
 }
 
+/* Called with meta_lock held, drops it: r onto the free list. */
+static void region_push_unlock(struct region *r)
+{
+	r->next_free = region_free_list;
+	region_free_list = r;
+	lockstat_unlock(&meta_lock, &meta_ls);
+}
+
 void pcpm_region_free(struct region *r)
 {
 	if (nested_region_release(r))
 		return;
 	lockstat_lock(&meta_lock, &meta_ls);
-	r->next_free = region_free_list;
-	region_free_list = r;
-	lockstat_unlock(&meta_lock, &meta_ls);
+	region_push_unlock(r);
 }
 
 bool pcpm_region_free_try(struct region *r)
@@ -497,9 +503,7 @@ bool pcpm_region_free_try(struct region *r)
 		return true;
 	if (!lockstat_trylock(&meta_lock, &meta_ls))
 		return false;
-	r->next_free = region_free_list;
-	region_free_list = r;
-	lockstat_unlock(&meta_lock, &meta_ls);
+	region_push_unlock(r);
 	return true;
 }
 

@@ -41,6 +41,14 @@ static _Atomic size_t huge_bytes, huge_count;
 static _Atomic uint64_t huge_allocs, huge_hits;
 
 
+/* The mapping of r (its radix entries cleared) back to the kernel, and out of the counts. */
+static void huge_unmap_pages(struct region *r)
+{
+	pcpm_os_unmap(huge_base(r), r->len);
+	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+}
+
 /* Mappings freed by signal handlers (huge_free_nested, huge_defer), freed by the next
  * huge_alloc or huge_free outside a handler, malloc_trim or the periodic work.  An entry
  * whose len is 0 was unmapped already: only its struct is left (meta_lock was taken). */
@@ -101,9 +109,7 @@ void huge_free_nested(struct region *r)
 		huge_defer(r);
 		return;
 	}
-	pcpm_os_unmap(huge_base(r), r->len);
-	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	huge_unmap_pages(r);
 	if (pcpm_region_free_try(r))
 		return;
 	r->len = 0;
@@ -371,9 +377,7 @@ void *huge_alloc_nested(size_t len, size_t align)
 void huge_unmap(struct region *r)
 {
 	pcpm_map_set(huge_base(r), r->len, NULL);
-	pcpm_os_unmap(huge_base(r), r->len);
-	atomic_fetch_sub_explicit(&huge_bytes, r->len, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&huge_count, 1, memory_order_relaxed);
+	huge_unmap_pages(r);
 	pcpm_region_free(r);
 }
 

@@ -639,8 +639,6 @@ static size_t tc_bytes(const struct tcache *tc)
 {
 	size_t bytes = 0;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		/* racy reads of another thread's stacks: a snapshot, as mallinfo is (a count
-		 * read mid-update is off by one object, never out of its array) */
 		unsigned n = MIN(tcache_bin_count(&tc->bins[c]),
 				 __atomic_load_n(&tc->slots_max[c], __ATOMIC_RELAXED)) +
 			     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);

@@ -43,14 +43,14 @@ static void edge(void)
 		CHECK((v[i] = malloc(64)) != NULL);
 	for (int i = 0; i < EDGE_N; i++)
 		free(v[i]);
-	long long barn0 = tu_stat("barn_lock"), calls0 = tu_stat("malloc_calls") + tu_stat("free_calls");
+	long long barn0 = tu_stat("barn_lock"), calls0 = tu_calls();
 	for (int r = 0; r < 2000; r++) {
 		for (int i = 0; i < EDGE_K; i++)
 			CHECK((v[i] = malloc(64)) != NULL);
 		for (int i = 0; i < EDGE_K; i++)
 			free(v[i]);
 	}
-	long long calls = tu_stat("malloc_calls") + tu_stat("free_calls") - calls0;
+	long long calls = tu_calls() - calls0;
 	double per1k = 1000.0 * (double)(tu_stat("barn_lock") - barn0) / (double)calls;
 	printf("edge: %lld calls, %.2f barn lock acquisitions per 1000 calls\n", calls, per1k);
 	fflush(stdout);

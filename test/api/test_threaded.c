@@ -53,14 +53,14 @@ static void swing(void)
 	for (int r = 0; r <= SWING_ROUNDS; r++) {
 		if (r == 1) { /* after the first round: the warm-up is not counted */
 			lock0 = tu_stat("slab_lock");
-			calls0 = tu_stat("malloc_calls") + tu_stat("free_calls");
+			calls0 = tu_calls();
 		}
 		for (int i = 0; i < SWING_N; i++)
 			CHECK((v[i] = malloc(8192)) != NULL);
 		for (int i = 0; i < SWING_N; i++)
 			free(v[i]);
 	}
-	long long calls = tu_stat("malloc_calls") + tu_stat("free_calls") - calls0;
+	long long calls = tu_calls() - calls0;
 	double per1k = 1000.0 * (double)(tu_stat("slab_lock") - lock0) / (double)calls;
 	printf("swing: %lld calls, %.2f kmem_cache lock acquisitions per 1000 calls\n", calls, per1k);
 	fflush(stdout);

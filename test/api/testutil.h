@@ -536,6 +536,12 @@ static inline long long tu_stat(const char *name)
 	return tu_pcp.stat ? tu_pcp.stat(name) : -1;
 }
 
+/* malloc and free calls so far (the lock-per-1000-calls figures' denominator). */
+static inline long long tu_calls(void)
+{
+	return tu_stat("malloc_calls") + tu_stat("free_calls");
+}
+
 /* argv[1] == "long" or PCPMALLOC_TEST_LONG=1 selects the long mode. */
 static inline int tu_long_mode(int argc, char **argv)
 {
