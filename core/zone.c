@@ -158,6 +158,7 @@ bool __zone_grow(struct zone *z)
 	struct zone_grower *g = &z->grower;
 	/* the young block's pieces are committed already: max_pages does not stop them */
 	struct page *young = z->young_off ? z->young + z->young_off : NULL;
+	size_t young_pages = z->young_off ? 1UL << __builtin_ctzl(z->young_off) : 0;
 	if (!young && z->max_pages && z->managed_pages >= z->max_pages)
 		return false; /* exhausted: the caller falls back to another node's zone */
 	uint64_t seq = g->seq;
@@ -174,8 +175,8 @@ bool __zone_grow(struct zone *z)
 	if (mine) {
 		if (unlikely(pcpm_zone_grow_hook))
 			pcpm_zone_grow_hook(z, ZONE_GROW_COMMIT);
-		if (young)
-			zone_grow_touch(young); /* the next deferred piece's head: fault it in here */
+		if (young) /* the next deferred piece's descriptors: fault them in here */
+			zone_grow_touch_range(young, young_pages);
 		else
 			ok = zone_grow_prepare(g, &req, &c);
 	}

@@ -76,4 +76,14 @@ static inline void zone_grow_touch(struct page *pg)
 	__atomic_store_n(&pg->freed_ms, 0, __ATOMIC_RELAXED);
 }
 
+/* Touches every page of descriptors of the n pages from first (one write per page of
+ * descriptors: 64 descriptors, 256 KiB of memory, each), so that no split or merge of them
+ * faults under the zone lock; the same rule as zone_grow_touch.  The kernel initialises a
+ * section's whole memmap when it is added (memmap_init_range). */
+static inline void zone_grow_touch_range(struct page *first, size_t n)
+{
+	for (size_t i = 0; i < n; i += PAGE_SIZE / sizeof(struct page))
+		zone_grow_touch(first + i);
+}
+
 #endif

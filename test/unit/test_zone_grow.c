@@ -8,6 +8,7 @@
  *   - zone_alloc_bulk / zone_free_bulk move several blocks in one zone lock hold;
  *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
  *     (and in the statistics keys);
+ *   - the grower faults in every page of a new chunk's descriptors (none under the lock);
  *   - the huge cache's periodic decay, and the zone's periodic purge, take no lock when
  *     there is nothing to decay or purge.
  */
@@ -122,6 +123,17 @@ int main(void)
 	CHECK(commits_seen >= 1);
 	CHECK_EQ(lock_was_free, 1);
 	CHECK_EQ(other_blocks, commits_seen);
+	/* 1b. No first touch under the zone lock: the grower faulted in every page of the new
+	 * chunk's descriptors (16 per 4 MiB), not only its block heads, so no later split or
+	 * merge of big faults with the lock held. */
+	{
+		size_t len = ((size_t)1 << MAX_PAGE_ORDER) * sizeof(struct page);
+		unsigned char vec[((size_t)1 << MAX_PAGE_ORDER) * sizeof(struct page) / PAGE_SIZE];
+		CHECK_EQ((uintptr_t)big % PAGE_SIZE, 0);
+		CHECK(pcpm_os_resident(big, len, vec));
+		for (size_t i = 0; i < sizeof(vec); i++)
+			CHECK(vec[i] & 1);
+	}
 	zone_free_pages(z, big, MAX_PAGE_ORDER);
 	zone_free_pages(z, p0, 0);
 	CHECK_EQ(z->free_pages, z->managed_pages);
