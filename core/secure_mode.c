@@ -264,15 +264,15 @@ static PCPM_NOINLINE void small_free_tail(char *slot, struct page *head)
 {
 	PCPM_INSIDE_BEGIN();
 	unsigned cls = head->cls;
-	tcache_count(true);
 	if (unlikely(pcpm_nested())) {
+		tcache_count(true);
 		slab_free_nested(slot, head);
 		goto out;
 	}
 	tcache_ensure();
 	struct tcache *tc = tcache_self();
 	if (tc->state != TC_ACTIVE) {
-		tcache_free_slow(slot, cls);
+		tcache_free_slow(slot, cls); /* (counted there) */
 		goto out;
 	}
 	if (!secure_on(SECURE_P_QUAR)) {
@@ -282,6 +282,8 @@ static PCPM_NOINLINE void small_free_tail(char *slot, struct page *head)
 	void *old = ring_swap_class(tc, slot, &cls);
 	if (old)
 		slot_to_stack(tc, old, cls);
+	else
+		tc->free_calls++;
 out:
 	PCPM_INSIDE_END();
 }
@@ -291,9 +293,11 @@ out:
  * zero, free mark, the quarantine ring; what falls out of it goes to its stack.  Secure
  * mode's fast path for free: inline in its entries, one function from the checks to the
  * stack push, no call on the way (the checks were two calls down, under the pcpm_inside
- * flag: 36 instructions a free more in wl-churn) and, as pop_small, no pcpm_inside flag (a
- * signal handler recognises pcpmalloc's code by the program counter; the zeroing's memset
- * leaves no stack or ring half changed).  What it cannot finish goes to small_free_tail.
+ * flag: 40-50 instructions more per malloc + free pair) and, as pop_small, no pcpm_inside
+ * flag (a signal handler recognises pcpmalloc's code by the program counter; the zeroing's
+ * memset leaves no stack or ring half changed).  What it cannot finish goes to
+ * small_free_tail.  A free is counted (free_calls) only where no push follows: tcache_calls
+ * counts a stack's pushes itself (counted both ways, secure mode reported twice its frees).
  */
 static inline __attribute__((always_inline)) void small_free(char *p, struct page *head,
 							     const char *call, size_t size)
@@ -315,14 +319,15 @@ static inline __attribute__((always_inline)) void small_free(char *p, struct pag
 	if (likely(tc->state == TC_ACTIVE && secure_on(SECURE_P_QUAR) && !pcpm_nested())) {
 		unsigned cls = head->cls;
 		void *old = ring_swap_class(tc, b.slot, &cls);
-		tc->free_calls++; /* (tcache_count) */
 		struct tcache_bin *sb = &tc->sbins[cls];
 		if (likely(old && !tcache_bin_full(sb))) {
 			tcache_bin_push(tc, sb, old);
 			return;
 		}
-		if (!old)
+		if (!old) { /* counted: no push follows (tcache_calls counts pushes) */
+			tc->free_calls++;
 			return;
+		}
 		PCPM_INSIDE_BEGIN();
 		slot_to_stack_slow(tc, old, cls);
 		PCPM_INSIDE_END();
