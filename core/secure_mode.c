@@ -167,7 +167,8 @@ struct small {
  * Aborts with the call's name: invalid pointer (not a block's start), double free (the slot
  * is free), heap underflow (header changed), heap overflow (canary changed).
  */
-static void small_check(char *p, struct page *head, const char *call, struct small *b)
+static inline __attribute__((always_inline)) void __small_check(char *p, struct page *head,
+								const char *call, struct small *b)
 {
 	struct kmem_cache *s = slab_cache_of(head);
 	size_t size = s->size, soff = (size_t)(p - head->addr);
@@ -203,6 +204,13 @@ static void small_check(char *p, struct page *head, const char *call, struct sma
 	b->idx = (long)idx;
 }
 
+/* __small_check out of line, for the calls that are no free (usable size, realloc). */
+static PCPM_NOINLINE void small_check(char *p, struct page *head, const char *call,
+				      struct small *b)
+{
+	__small_check(p, head, call, b);
+}
+
 /* A word another thread may be storing (whole words only), read as one. */
 static inline uint64_t load_word(const char *q)
 {
@@ -217,8 +225,8 @@ static inline uint64_t load_word(const char *q)
  * (each word is stored whole); anything else was written across the slot boundary: an
  * underflow from p or an overflow past its end.
  */
-static void small_check_neighbours(const struct small *b, struct page *head, const char *p,
-				   const char *call)
+static inline __attribute__((always_inline)) void
+small_check_neighbours(const struct small *b, struct page *head, const char *p, const char *call)
 {
 	if (b->idx > 0) {
 		uint64_t c = secure_canary(b->slot - b->size);
@@ -248,17 +256,58 @@ static inline char *written_end(const struct small *b)
 	return written_end_of(b->slot, b->size, b->off, b->n);
 }
 
-/* Frees the small block p of slab head (size: the caller's, or SECURE_NO_SIZE): checks,
- * zero, free mark, the quarantine ring; what falls out of it goes to its stack. */
-static void small_free(char *p, struct page *head, const char *call, size_t size)
+/* The rest of a small free when the inline path of small_free cannot finish it (a signal
+ * handler runs, no active cache, no quarantine, a full stack): the slot, checked, zeroed
+ * and marked free, to the thread's ring and stack or the slab, with pcpm_inside set (the
+ * stack's flush takes locks). */
+static PCPM_NOINLINE void small_free_tail(char *slot, struct page *head)
+{
+	PCPM_INSIDE_BEGIN();
+	unsigned cls = head->cls;
+	if (unlikely(pcpm_nested())) {
+		tcache_count(true);
+		slab_free_nested(slot, head);
+		goto out;
+	}
+	tcache_ensure();
+	struct tcache *tc = tcache_self();
+	if (tc->state != TC_ACTIVE) {
+		tcache_free_slow(slot, cls); /* (counted there) */
+		goto out;
+	}
+	if (!secure_on(SECURE_P_QUAR)) {
+		slot_to_stack(tc, slot, cls);
+		goto out;
+	}
+	void *old = ring_swap_class(tc, slot, &cls);
+	if (old)
+		slot_to_stack(tc, old, cls);
+	else
+		tc->free_calls++;
+out:
+	PCPM_INSIDE_END();
+}
+
+/*
+ * Frees the small block p of slab head (size: the caller's, or SECURE_NO_SIZE): checks,
+ * zero, free mark, the quarantine ring; what falls out of it goes to its stack.  Secure
+ * mode's fast path for free: inline in its entries, one function from the checks to the
+ * stack push, no call on the way (the checks were two calls down, under the pcpm_inside
+ * flag: 40-50 instructions more per malloc + free pair) and, as pop_small, no pcpm_inside
+ * flag (a signal handler recognises pcpmalloc's code by the program counter; the zeroing's
+ * memset leaves no stack or ring half changed).  What it cannot finish goes to
+ * small_free_tail.  A free is counted (free_calls) only where no push follows: tcache_calls
+ * counts a stack's pushes itself (counted both ways, secure mode reported twice its frees).
+ */
+static inline __attribute__((always_inline)) void small_free(char *p, struct page *head,
+							     const char *call, size_t size)
 {
 	struct small b;
-	small_check(p, head, call, &b);
+	__small_check(p, head, call, &b);
 	if (unlikely(size != SECURE_NO_SIZE && size != b.n))
 		secure_size_mismatch(p, size, b.n, call);
 	if (secure_on(SECURE_P_CANARY))
 		small_check_neighbours(&b, head, p, call);
-	tcache_count(true);
 	__atomic_store_n((uint64_t *)(b.slot + 8), PCPM_FREE_KEY, __ATOMIC_RELAXED);
 	/* the padding in front of an aligned block stayed zero: from its header on */
 	if (secure_on(SECURE_P_ZERO))
@@ -266,24 +315,25 @@ static void small_free(char *p, struct page *head, const char *call, size_t size
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 16), 0, __ATOMIC_RELAXED);
 	__atomic_store_n((uint64_t *)(b.slot + b.size - 8), 0, __ATOMIC_RELAXED);
 	secure_store64(b.slot, 0);
-	unsigned cls = head->cls;
-	if (unlikely(pcpm_nested())) {
-		slab_free_nested(b.slot, head);
-		return;
-	}
-	tcache_ensure();
 	struct tcache *tc = tcache_self();
-	if (tc->state != TC_ACTIVE) {
-		tcache_free_slow(b.slot, cls);
+	if (likely(tc->state == TC_ACTIVE && secure_on(SECURE_P_QUAR) && !pcpm_nested())) {
+		unsigned cls = head->cls;
+		void *old = ring_swap_class(tc, b.slot, &cls);
+		struct tcache_bin *sb = &tc->sbins[cls];
+		if (likely(old && !tcache_bin_full(sb))) {
+			tcache_bin_push(tc, sb, old);
+			return;
+		}
+		if (!old) { /* counted: no push follows (tcache_calls counts pushes) */
+			tc->free_calls++;
+			return;
+		}
+		PCPM_INSIDE_BEGIN();
+		slot_to_stack_slow(tc, old, cls);
+		PCPM_INSIDE_END();
 		return;
 	}
-	if (!secure_on(SECURE_P_QUAR)) {
-		slot_to_stack(tc, b.slot, cls);
-		return;
-	}
-	void *out = ring_swap_class(tc, b.slot, &cls);
-	if (out)
-		slot_to_stack(tc, out, cls);
+	small_free_tail(b.slot, head);
 }
 
 /* A pointer the fast path took for a slab object's start: no secure block starts there. */
@@ -444,33 +494,40 @@ void *secure_aligned_alloc(size_t align, size_t size)
 
 /* ---- free, usable size ----------------------------------------------------------------- */
 
-static void free_checked(void *p, const char *call, size_t size)
+/* Frees what is no small block: a zero-size block, a page run, a huge mapping (or aborts). */
+static PCPM_NOINLINE void free_other(void *p, const char *call, size_t size)
 {
-	struct page *pg = pcpm_page_of(p);
-	if (pg && pg->state == PG_SLAB)
-		small_free(p, pg->slab_head, call, size);
-	else if (secure_is_zero_block(p))
+	PCPM_INSIDE_BEGIN();
+	if (secure_is_zero_block(p))
 		((uintptr_t)p & 15) ? pcpm_bad_pointer(call, p) : (void)0;
 	else
 		secure_large_free(p, call, size);
+	PCPM_INSIDE_END();
+}
+
+/* Any block: small ones through small_free, inline. */
+static inline __attribute__((always_inline)) void free_checked(void *p, const char *call,
+							       size_t size)
+{
+	struct page *pg = pcpm_page_of(p);
+	if (likely(pg && pg->state == PG_SLAB))
+		small_free(p, pg->slab_head, call, size);
+	else
+		free_other(p, call, size);
 }
 
 void secure_free_generic(void *p, const char *call)
 {
 	if (!p)
 		return;
-	PCPM_INSIDE_BEGIN();
 	free_checked(p, call, SECURE_NO_SIZE);
-	PCPM_INSIDE_END();
 }
 
 void secure_free_sized(void *p, size_t size, const char *call)
 {
 	if (!p)
 		return;
-	PCPM_INSIDE_BEGIN();
 	free_checked(p, call, size);
-	PCPM_INSIDE_END();
 }
 
 static size_t usable_size(void *p, const char *call)
@@ -525,7 +582,7 @@ static void *__realloc(char *p, size_t size)
 	if (!q)
 		return NULL;
 	memcpy(q, p, MIN(old, size));
-	free_checked(p, "realloc", SECURE_NO_SIZE);
+	secure_free_generic(p, "realloc");
 	return q;
 }
 
