@@ -48,6 +48,12 @@ has m.err "skipping allocator foo=/nonexistent.so: /nonexistent.so not found" "m
 run m3 -n 1 -a glibc -a nosuchalloc -- true
 [ "$(rc m3)" = 2 ] || fail "unknown allocator: exit $(rc m3), want 2"
 has m3.err "unknown allocator 'nosuchalloc'" "unknown allocator refused" && ok "unknown allocator refused"
+# ... a known allocator under a name of one's own (NAME=pcpmalloc:VAR=...) is that allocator,
+# not a file called "pcpmalloc" that is missing (it was skipped as one)
+run m4 -n 1 -a glibc -a 'sec=pcpmalloc:PCPMALLOC_SECURE=1' -- true
+[ "$(rc m4)" = 0 ] || fail "NAME=pcpmalloc: exit $(rc m4), want 0"
+! grep -q "skipping allocator" "$tmp/m4.err" && has m4.out "sec=pcpmalloc" "NAME=pcpmalloc: its column" &&
+	has m4.out "verdict: sec=pcpmalloc.* vs glibc" "NAME=pcpmalloc compared" && ok "NAME=known allocator"
 # ... and when none is left, exit 2
 run m2 -n 1 -a foo=/nonexistent.so -- true
 [ "$(rc m2)" = 2 ] || fail "no allocator left: exit $(rc m2), want 2"
