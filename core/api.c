@@ -158,8 +158,9 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call)
 	}
 }
 
-void pcpm_free_small_slow(void *p, unsigned cls)
+void pcpm_free_small_slow(void *p, unsigned bin8)
 {
+	unsigned cls = bin8 / 2;
 	if (likely(mode() == PCPM_MODE_DEFAULT))
 		tcache_free_slow(p, cls);
 	else if (mode() == PCPM_MODE_SECURE)
@@ -171,14 +172,14 @@ void pcpm_free_small_slow(void *p, unsigned cls)
 	free_done();
 }
 
-void pcpm_free_slab_checked(void *p, struct page *head, const char *call)
+void pcpm_free_slab_checked(void *p, const char *call)
 {
 	if (likely(mode() == PCPM_MODE_DEFAULT))
-		dfl_free_slab_checked(p, head, call);
+		dfl_free_slab_checked(p, call);
 	else if (mode() == PCPM_MODE_SECURE)
-		secure_free_slab_checked(p, head, call);
+		secure_free_slab_checked(p, call);
 	else if (mode() == PCPM_MODE_PROF)
-		dfl_free_slab_checked(p, head, call);
+		dfl_free_slab_checked(p, call);
 	else
 		return pcpm_free_generic(p, call);
 	free_done();

@@ -40,10 +40,10 @@ static inline __attribute__((always_inline)) void *pcpm_malloc(size_t n)
 
 /* Every free that is not a slab object in the first arena with room in the cache. */
 void pcpm_free_generic(void *p, const char *call);
-/* A validated slab object of class cls that the thread cache had no room for. */
-void pcpm_free_small_slow(void *p, unsigned cls);
+/* A validated slab object that the thread cache had no room for; bin8: its class x 2. */
+void pcpm_free_small_slow(void *p, unsigned bin8);
 /* A validated slab object whose key word matched: double-free check, then freed. */
-void pcpm_free_slab_checked(void *p, struct page *head, const char *call);
+void pcpm_free_slab_checked(void *p, const char *call);
 
 static inline __attribute__((always_inline)) void pcpm_free_call(void *p, const char *call)
 {
@@ -65,13 +65,13 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call);
 static inline __attribute__((always_inline)) void pcpm_free_sized_call(void *p, size_t size,
 								       const char *call)
 {
-	struct page *pg = __pcpm_free_fast_page(p);
-	if (likely(pg)) {
+	struct page_fast *fp = __pcpm_free_fast_page(p);
+	if (likely(fp)) {
 		struct tcache *tc = tcache_self();
-		size_t r = pg->bin8;
+		size_t r = fp->bin8;
 		if (likely(size <= SMALL_LOOKUP_MAX ? tc->direct[size] <= r
-						    : size <= pcpm_class_size[pg->cls]))
-			return __pcpm_free_push(p, pg, tc, r, call, pcpm_free_small_slow,
+						    : size <= pcpm_class_size[fp->cls]))
+			return __pcpm_free_push(p, tc, r, call, pcpm_free_small_slow,
 						pcpm_free_slab_checked);
 	}
 	return pcpm_free_sized_generic(p, size, call);
@@ -153,9 +153,9 @@ void *pcpm_realloc_slow(void *p, size_t size);
 
 static inline __attribute__((always_inline)) void *pcpm_realloc(void *p, size_t size)
 {
-	struct page *pg = __pcpm_free_fast_page(p);
-	if (likely(pg) && likely(size - 1 < SMALL_LOOKUP_MAX) &&
-	    likely(tcache_self()->direct[size] == pg->bin8) &&
+	struct page_fast *fp = __pcpm_free_fast_page(p);
+	if (likely(fp) && likely(size - 1 < SMALL_LOOKUP_MAX) &&
+	    likely(tcache_self()->direct[size] == fp->bin8) &&
 	    likely(((uintptr_t *)p)[1] != PCPM_FREE_KEY) &&
 	    likely(atomic_load_explicit(&pcpm_mode, memory_order_relaxed) == PCPM_MODE_DEFAULT))
 		return p;
@@ -176,10 +176,10 @@ size_t pcpm_usable_size_slow(const void *p);
 
 static inline __attribute__((always_inline)) size_t pcpm_usable_size(const void *p)
 {
-	struct page *pg = __pcpm_free_fast_page((void *)p);
-	if (likely(pg) &&
+	struct page_fast *fp = __pcpm_free_fast_page((void *)p);
+	if (likely(fp) &&
 	    likely(atomic_load_explicit(&pcpm_mode, memory_order_relaxed) != PCPM_MODE_SECURE))
-		return pcpm_class_size[pg->cls];
+		return pcpm_class_size[fp->cls];
 	return pcpm_usable_size_slow(p);
 }
 /* Drains pcps, flushes this thread's cache, frees empty slabs, purges free memory.

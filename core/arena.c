@@ -263,11 +263,18 @@ size_t pcpm_arena_reserve_bytes(void)
 	return want;
 }
 
-/* Bytes of descriptors reserved for an arena of len reserved bytes: those of its pages and
- * one page more (reserved, never committed: the end of the committed ones faults). */
-static size_t desc_bytes(size_t len)
+/* Bytes of descriptors of elem bytes each (struct page, struct page_fast) reserved for an
+ * arena of len reserved bytes: those of its pages and one page more (reserved, never
+ * committed: the end of the committed ones faults). */
+static size_t desc_bytes(size_t len, size_t elem)
 {
-	return ALIGN_UP((len >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE) + PAGE_SIZE;
+	return ALIGN_UP((len >> PAGE_SHIFT) * elem, PAGE_SIZE) + PAGE_SIZE;
+}
+
+/* Bytes of descriptors of elem bytes each for the whole span of an arena. */
+static size_t desc_span_bytes(size_t span, size_t elem)
+{
+	return ALIGN_UP((span >> PAGE_SHIFT) * elem, PAGE_SIZE);
 }
 
 /* Zones grow under their own locks: arena creation is serialised here (index, table). */
@@ -303,18 +310,23 @@ static struct arena *arena_create_locked(size_t min_bytes)
 				break;
 			continue;
 		}
-		size_t dlen = ALIGN_UP((want >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE);
+		size_t dlen = desc_span_bytes(want, sizeof(struct page));
+		size_t flen = desc_span_bytes(want, sizeof(struct page_fast));
 		/* secure mode: a PROT_NONE page before the descriptors (the reserved, uncommitted
 		 * page past the last committed one guards their end) */
 		size_t dguard = pcpm_cfg.secure ? PAGE_SIZE : 0;
 		char *dres = pcpm_os_reserve(dlen + dguard, PAGE_SIZE);
 		struct page *desc = dres ? (struct page *)(dres + dguard) : NULL;
+		char *fres = pcpm_os_reserve(flen + dguard, PAGE_SIZE);
+		struct page_fast *fast = fres ? (struct page_fast *)(fres + dguard) : NULL;
 		struct region *r = pcpm_region_new();
 		struct arena *a = n == 0 ? &pcpm_arena0 : pcpm_meta_alloc(sizeof(*a));
-		if (!desc || !r || !a) {
+		if (!desc || !fast || !r || !a) {
 			pcpm_os_unmap(base, want);
 			if (dres)
 				pcpm_os_unmap(dres, dlen + dguard);
+			if (fres)
+				pcpm_os_unmap(fres, flen + dguard);
 			break;
 		}
 		/*
@@ -331,16 +343,21 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		 * would make memcheck's leak check call it "possibly lost" */
 		if (pcpm_vg)
 			keep = want;
-		size_t dkeep = MIN(dlen, desc_bytes(keep));
+		size_t dkeep = MIN(dlen, desc_bytes(keep, sizeof(struct page)));
+		size_t fkeep = MIN(flen, desc_bytes(keep, sizeof(struct page_fast)));
 		if (keep < want)
 			pcpm_os_unmap(base + keep, want - keep);
 		if (dkeep < dlen)
 			pcpm_os_unmap((char *)desc + dkeep, dlen - dkeep);
+		if (fkeep < flen)
+			pcpm_os_unmap((char *)fast + fkeep, flen - fkeep);
 		a->base = base;
 		a->desc = desc;
+		a->fast = fast;
 		a->span = want;
 		a->reserved = keep;
 		a->desc_reserved = dkeep;
+		a->fast_reserved = fkeep;
 		a->idx = n;
 		a->node = 0; /* the zone that grows it sets its own */
 		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
@@ -367,6 +384,25 @@ static struct arena *arena_create_locked(size_t min_bytes)
 	return NULL;
 }
 
+/* The descriptors (elem bytes each, array at desc, *reserved bytes of its range reserved)
+ * of the arena bytes [c, c + len) committed; false when the range cannot be reserved or
+ * committed.  Zone lock held. */
+static bool desc_grow(char *desc, size_t *reserved, size_t elem, size_t span, size_t c,
+		      size_t len)
+{
+	size_t need = MIN(desc_bytes(c + len, elem), desc_span_bytes(span, elem));
+	if (need > *reserved) {
+		if (!pcpm_os_reserve_at(desc + *reserved, need - *reserved))
+			return false;
+		*reserved = need;
+	}
+	size_t lo = (c >> PAGE_SHIFT) * elem, hi = lo + (len >> PAGE_SHIFT) * elem;
+	/* descriptor pages may already be partly committed: commit the page-aligned cover */
+	lo &= ~(PAGE_SIZE - 1);
+	hi = ALIGN_UP(hi, PAGE_SIZE);
+	return pcpm_os_commit(desc + lo, hi - lo);
+}
+
 struct page *pcpm_arena_grow(struct arena *a, size_t len)
 {
 	size_t c = atomic_load_explicit(&a->committed, memory_order_relaxed);
@@ -377,24 +413,15 @@ struct page *pcpm_arena_grow(struct arena *a, size_t len)
 			return NULL;
 		a->reserved = c + len;
 	}
-	size_t dneed = MIN(desc_bytes(c + len),
-			   ALIGN_UP((a->span >> PAGE_SHIFT) * sizeof(struct page), PAGE_SIZE));
-	if (dneed > a->desc_reserved) {
-		if (!pcpm_os_reserve_at((char *)a->desc + a->desc_reserved, dneed - a->desc_reserved))
-			return NULL;
-		a->desc_reserved = dneed;
-	}
-	struct page *first = a->desc + (c >> PAGE_SHIFT);
-	size_t dlo = (size_t)((char *)first - (char *)a->desc);
-	size_t dhi = dlo + (len >> PAGE_SHIFT) * sizeof(struct page);
-	/* descriptor pages may already be partly committed: commit the page-aligned cover */
-	dlo &= ~(PAGE_SIZE - 1);
-	dhi = ALIGN_UP(dhi, PAGE_SIZE);
 	int e = errno;
-	if (!pcpm_os_commit((char *)a->desc + dlo, dhi - dlo) || !pcpm_os_commit(a->base + c, len)) {
+	if (!desc_grow((char *)a->desc, &a->desc_reserved, sizeof(struct page), a->span, c, len) ||
+	    !desc_grow((char *)a->fast, &a->fast_reserved, sizeof(struct page_fast), a->span, c,
+		       len) ||
+	    !pcpm_os_commit(a->base + c, len)) {
 		errno = e;
 		return NULL;
 	}
+	struct page *first = a->desc + (c >> PAGE_SHIFT);
 	/* Fresh descriptors read as zero (PG_NONE); only the arena index needs setting, and
 	 * only on pages that become block heads, which the zone does. */
 	vg_fresh(a->base + c, len);
@@ -422,6 +449,9 @@ void pcpm_arena_shrink(struct arena *a, size_t new_committed)
 		 * as fresh ones, when the range is committed again */
 		(void)pcpm_os_purge(a->desc + (new_committed >> PAGE_SHIFT),
 				    ((c - new_committed) >> PAGE_SHIFT) * sizeof(struct page));
+		/* (16 KiB of fast descriptors per 4 MiB: page aligned too) */
+		(void)pcpm_os_purge(a->fast + (new_committed >> PAGE_SHIFT),
+				    ((c - new_committed) >> PAGE_SHIFT) * sizeof(struct page_fast));
 	}
 	if (a->reserved > new_committed)
 		pcpm_os_unmap(a->base + new_committed, a->reserved - new_committed);

@@ -3,7 +3,9 @@
  *
  * An arena is one large PROT_NONE reservation (PCPMALLOC_ARENA_RESERVE_GB, 4 MiB aligned, so
  * buddy blocks are naturally aligned in the address space) that the zone commits chunk by
- * chunk.  Each 4 KiB page has a 64-byte descriptor in a parallel array, committed in step.
+ * chunk.  Each 4 KiB page has a 64-byte descriptor in a parallel array, committed in step,
+ * and a 16-byte fast descriptor (struct page_fast: what free's fast path reads) in a second,
+ * dense one, so that four pages share a cache line of it.
  * Finding the descriptor of any pointer, interior pointers included, is O(1) and lock-free:
  * a range check against the first arena, else a two-level radix map of 4 MiB granules
  * (which knows the other arenas and the huge mappings; the first arena is never in it).  A pointer that lies in no committed arena page and
@@ -88,11 +90,6 @@ struct page {
 		 * tail guard (secure_runs.c: only what blocks can reach is ever cleared) */
 		uint32_t run_clean;
 	};
-	/* SLAB, every page: the free fast path's bound, carved x the cache's lim_step (0 on
-	 * every page that is not a slab's, and in memcheck mode): an offset soff from addr is
-	 * a carved object's start exactly when (uint32_t)(soff * reciprocal) < fast_lim
-	 * (slab.h: slab_fast_lim).  Written under the cache lock, read without it. */
-	uint32_t fast_lim;
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
 	char *addr;		       /* SLAB, every page: address of the slab's first byte */
 	union {
@@ -113,16 +110,45 @@ struct page {
 	uint8_t bin8;
 } __attribute__((aligned(64)));
 
+/*
+ * struct page_fast: free's fast path's view of a page, 16 bytes in a dense array parallel
+ * to the descriptors (arena->fast), four pages to a cache line.  The 64-byte struct page of
+ * a random 4-32 KiB block's page was a cache miss per free (bench/RESULTS.md, issue 17 fix
+ * 3, issue 22 fifth round); the fast descriptors of 1 MiB of pages take 4 KiB, as many
+ * lines as the struct pages of 256 KiB.  SLAB, every page: copies of the struct page
+ * fields the fast paths read, and fast_lim (slab.c writes them under the cache lock or
+ * before the slab is published); zero on every
+ * other page (fast_lim 0: no object here).  No kernel counterpart: its free reads the
+ * struct page (or folio) of the object, and its memmap is what this array densifies.
+ */
+struct page_fast {
+	uint32_t addr_lo;    /* low 32 bits of the slab's first byte: an offset from it below
+			      * 2^17 is (uint32_t)p - addr_lo, so the high half is not needed */
+	uint32_t reciprocal; /* struct page's reciprocal (the cache's) */
+	/* SLAB, every page: the free fast path's bound, carved x the cache's lim_step (0 on
+	 * every page that is not a slab's, and in memcheck mode): an offset soff from the
+	 * slab's start is a carved object's start exactly when (uint32_t)(soff * reciprocal)
+	 * < fast_lim (slab.h: slab_fast_lim).  Written under the cache lock, read without it. */
+	uint32_t fast_lim;
+	uint8_t bin8;	     /* struct page's bin8 */
+	uint8_t cls;	     /* struct page's cls */
+	uint8_t pad[2];
+};
+_Static_assert(sizeof(struct page_fast) == 16, "four fast descriptors to a cache line");
+
 #define MAX_ARENAS 64
 
 struct arena {
 	char *base;		  /* first byte; 4 MiB aligned */
 	_Atomic size_t committed; /* bytes committed (readable/writable) from base */
 	struct page *desc;	  /* descriptor array, desc[i] describes base + i * PAGE_SIZE */
+	struct page_fast *fast;	  /* fast descriptors, fast[i] of the same page (committed in
+				   * step with desc, from its own reservation) */
 	size_t reserved;	  /* bytes reserved (shrinks with pcpm_arena_shrink) */
 	size_t span;		  /* bytes the arena may grow to (its address range, which other
 				   * mappings may take while it is not reserved) */
 	size_t desc_reserved;	  /* bytes of the descriptor array's range reserved so far */
+	size_t fast_reserved;	  /* the same for the fast descriptors */
 	int idx;		  /* position in pcpm_arenas */
 	int node;		  /* zone (NUMA node) whose memory this is; set before first grow */
 	struct region *region;	  /* its radix-map entry, published chunk by chunk as committed
@@ -201,6 +227,19 @@ static inline char *page_address(struct page *pg)
 static inline size_t page_pfn(struct page *pg)
 {
 	return (size_t)(pg - arena_of_page(pg)->desc);
+}
+
+/* The fast descriptor of the page pg describes. */
+static inline struct page_fast *page_fast(struct page *pg)
+{
+	struct arena *a = arena_of_page(pg);
+	return a->fast + (pg - a->desc);
+}
+
+/* The descriptor of the page whose fast descriptor is fp, in arena 0 (the fast paths'). */
+static inline struct page *arena0_page_of_fast(const struct page_fast *fp)
+{
+	return pcpm_arena0.desc + (fp - pcpm_arena0.fast);
 }
 
 /*

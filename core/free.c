@@ -89,10 +89,16 @@ void dfl_free_slow(void *p, struct page *pg, const char *call)
 	pcpm_bad_pointer(call, p);
 }
 
+void dfl_free_small(void *p, unsigned bin8)
+{
+	tcache_free_slow(p, bin8 / 2);
+}
+
 /* The key word matched: confirm or rule out a double free, then free normally. */
-void dfl_free_slab_checked(void *p, struct page *head, const char *call)
+void dfl_free_slab_checked(void *p, const char *call)
 {
 	PCPM_INSIDE_BEGIN();
+	struct page *head = pcpm_page_of(p)->slab_head; /* p is a validated slab object */
 	tcache_check_double_free(p, head, call);
 	if (!tcache_push(p, head->cls))
 		tcache_free_slow(p, head->cls);
@@ -106,7 +112,8 @@ static inline __attribute__((always_inline)) void free_slab(void *p, struct page
 {
 	if (unlikely(slab_obj_index(head, p) < 0))
 		pcpm_bad_pointer(call, p);
-	__pcpm_free_to_cache(p, head, call, tcache_free_slow, dfl_free_slab_checked);
+	__pcpm_free_push(p, tcache_self(), head->bin8, call, dfl_free_small,
+			 dfl_free_slab_checked);
 }
 
 void dfl_free_generic(void *p, const char *call)

@@ -12,7 +12,7 @@
 /* The default free paths: every pointer that is not a slab object with room in the thread
  * cache; the key-word check; the classification of a non-slab pointer. */
 void dfl_free_generic(void *p, const char *call);
-void dfl_free_slab_checked(void *p, struct page *head, const char *call);
+void dfl_free_slab_checked(void *p, const char *call);
 void dfl_free_slow(void *p, struct page *pg, const char *call);
 /* Sized free (free_sized, sized delete) of p: aborts when size exceeds the block's usable
  * size (pcpm_bad_size), else frees as dfl_free_generic. */
@@ -39,9 +39,12 @@ void pcpm_bad_size(const char *call, const void *p, size_t size, size_t usable)
 void pcpm_bad_page_pointer(const char *call, const void *p, struct page *pg)
 	__attribute__((noreturn, cold));
 
+/* A validated slab object the thread cache had no room for; bin8: its class x 2. */
+void dfl_free_small(void *p, unsigned bin8);
+
 static inline __attribute__((always_inline)) void dfl_free(void *p, const char *call)
 {
-	__pcpm_free_call(p, call, tcache_free_slow, dfl_free_slab_checked, dfl_free_generic);
+	__pcpm_free_call(p, call, dfl_free_small, dfl_free_slab_checked, dfl_free_generic);
 }
 
 #endif

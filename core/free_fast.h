@@ -1,5 +1,6 @@
 /*
- * free_fast.h - the free fast path, inline: one descriptor line read, the slab object
+ * free_fast.h - the free fast path, inline: one fast descriptor read (struct page_fast, 16
+ * bytes, four pages to a line), the slab object
  * validated, its double-free key checked, then the thread cache's push.  Shared by the API
  * (api.h: pcpm_free_call, whose slow parts are api.c's entries) and the default functions
  * (free.h: dfl_free, whose slow parts are free.c's and tcache.c's): the slow parts
@@ -11,40 +12,37 @@
 
 #include "tcache.h"
 
-/* Slow parts: a validated object the cache has no room for; a validated object whose key
- * word matched; every other pointer (NULL included). */
-typedef void pcpm_free_small_fn(void *p, unsigned cls);
-typedef void pcpm_free_checked_fn(void *p, struct page *head, const char *call);
+/* Slow parts: a validated object the cache has no room for, with its pages' bin8 (the
+ * class x 2: the fast path's register, passed as it is; a load of the descriptor's cls or
+ * a shift of bin8 would cost the fast path one instruction more); a validated object whose
+ * key word matched (it finds its slab's descriptors itself: the fast path reads none);
+ * every other pointer (NULL included). */
+typedef void pcpm_free_small_fn(void *p, unsigned bin8);
+typedef void pcpm_free_checked_fn(void *p, const char *call);
 typedef void pcpm_free_generic_fn(void *p, const char *call);
 
-/* A validated slab object p on page pg (any page of its slab) into the stack at r (pg's
- * bin8) of the thread cache tc, with the class only for the slow parts. */
+/* A validated slab object p into the stack at r (its pages' bin8: the class x 2) of the
+ * thread cache tc. */
 static inline __attribute__((always_inline)) void
-__pcpm_free_push(void *p, struct page *pg, struct tcache *tc, size_t r, const char *call,
+__pcpm_free_push(void *p, struct tcache *tc, size_t r, const char *call,
 		 pcpm_free_small_fn *small, pcpm_free_checked_fn *checked)
 {
 	if (unlikely(((uintptr_t *)p)[1] == PCPM_FREE_KEY))
-		return checked(p, pg->slab_head, call);
-	if (likely(tcache_push_at(tc, r, p)))
+		return checked(p, call);
+	if (likely(tcache_push_at(tc, &r, p)))
 		return;
-	return small(p, pg->cls);
-}
-
-/* The same into the calling thread's cache. */
-static inline __attribute__((always_inline)) void
-__pcpm_free_to_cache(void *p, struct page *pg, const char *call, pcpm_free_small_fn *small,
-		     pcpm_free_checked_fn *checked)
-{
-	return __pcpm_free_push(p, pg, tcache_self(), pg->bin8, call, small, checked);
+	return small(p, (unsigned)r);
 }
 
 /*
- * The fast path's validation: the descriptor of p's page when p is the start of a slab object
- * the fast path may free, else NULL (NULL included).  One descriptor line read: every page
- * of a slab carries addr, reciprocal, fast_lim and bin8 (no slab_head load, no second
- * line for slabs of 2+ pages), and one compare checks "object start" and "carved" together
- * (slab_fast_lim; fast_lim is 0 on a page that is no slab's).  p's offset from addr is below
- * 2^17 on a slab's page, so its low 32 bits are the offset.
+ * The fast path's validation: the fast descriptor of p's page when p is the start of a slab
+ * object the fast path may free, else NULL (NULL included).  One 16-byte fast descriptor
+ * read (arena.h: struct page_fast, four pages to a cache line, where a struct page is one
+ * line per page): every page of a slab carries addr_lo, reciprocal, fast_lim, bin8 and cls
+ * (no slab_head load, no second line for slabs of 2+ pages), and one compare checks
+ * "object start" and "carved" together (slab_fast_lim; fast_lim is 0 on a page that is no
+ * slab's).  p's offset from the slab's start is below 2^17, so the low 32 bits of p less
+ * addr_lo are the offset.
  */
 static inline __attribute__((always_inline)) size_t __arena0_committed_racy(void)
 {
@@ -59,14 +57,14 @@ static inline __attribute__((always_inline)) size_t __arena0_committed_racy(void
 #endif
 }
 
-static inline __attribute__((always_inline)) struct page *__pcpm_free_fast_page(void *p)
+static inline __attribute__((always_inline)) struct page_fast *__pcpm_free_fast_page(void *p)
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	if (likely(off < __arena0_committed_racy())) {
-		struct page *pg = pcpm_arena0.desc + (off >> PAGE_SHIFT);
-		uint32_t soff = (uint32_t)((uintptr_t)p - (uintptr_t)pg->addr);
-		if (likely(soff * pg->reciprocal < pg->fast_lim))
-			return pg;
+		struct page_fast *fp = pcpm_arena0.fast + (off >> PAGE_SHIFT);
+		uint32_t soff = (uint32_t)(uintptr_t)p - fp->addr_lo;
+		if (likely(soff * fp->reciprocal < fp->fast_lim))
+			return fp;
 	}
 	return NULL;
 }
@@ -79,9 +77,9 @@ static inline __attribute__((always_inline)) void
 __pcpm_free_call(void *p, const char *call, pcpm_free_small_fn *small,
 		 pcpm_free_checked_fn *checked, pcpm_free_generic_fn *generic)
 {
-	struct page *pg = __pcpm_free_fast_page(p);
-	if (likely(pg))
-		return __pcpm_free_to_cache(p, pg, call, small, checked);
+	struct page_fast *fp = __pcpm_free_fast_page(p);
+	if (likely(fp))
+		return __pcpm_free_push(p, tcache_self(), fp->bin8, call, small, checked);
 	return generic(p, call);
 }
 

@@ -343,9 +343,8 @@ void secure_free_small(void *p, unsigned cls)
 	pcpm_bad_pointer("free", p);
 }
 
-void secure_free_slab_checked(void *p, struct page *head, const char *call)
+void secure_free_slab_checked(void *p, const char *call)
 {
-	(void)head;
 	pcpm_bad_pointer(call, p);
 }
 

@@ -15,7 +15,7 @@ void secure_free_generic(void *p, const char *call);
 /* free with the caller's size (sized delete, free_sized): aborts when it is not the block's */
 void secure_free_sized(void *p, size_t size, const char *call);
 void secure_free_small(void *p, unsigned cls);
-void secure_free_slab_checked(void *p, struct page *head, const char *call);
+void secure_free_slab_checked(void *p, const char *call);
 void *secure_calloc(size_t n); /* calloc of n bytes: api.c checked the product */
 /* realloc: p != NULL, 0 < size <= PTRDIFF_MAX (api.c handles the other cases for all modes) */
 void *secure_realloc(void *p, size_t size);

@@ -163,13 +163,17 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 		pg[i].slab_head = pg;
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
-		pg[i].fast_lim = 0;
 		pg[i].bin8 = (uint8_t)(s->cls * 2);
 	}
 	char *addr = page_address(pg);
+	struct page_fast *fp = page_fast(pg);
 	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */
 		pg[i].addr = addr;
 		pg[i].reciprocal = s->reciprocal;
+		fp[i] = (struct page_fast){ .addr_lo = (uint32_t)(uintptr_t)addr,
+					    .reciprocal = s->reciprocal,
+					    .bin8 = (uint8_t)(s->cls * 2),
+					    .cls = (uint8_t)s->cls };
 	}
 	pg->freelist = NULL;
 	pg->inuse = 0;
@@ -186,7 +190,7 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 	 * front end's stack (memcheck mode keeps 0: every free goes to its front end) */
 	if (unlikely(slab_flags & SLAB_FREELIST_RANDOM))
 		for (unsigned i = 0; i < n; i++)
-			pg[i].fast_lim = slab_fast_lim(s, s->objects);
+			fp[i].fast_lim = slab_fast_lim(s, s->objects);
 }
 
 /*
@@ -247,8 +251,9 @@ static void discard_slabs(struct kmem_cache *s, struct page **pg, unsigned n)
 {
 	unsigned pages = 1u << s->order;
 	for (unsigned k = 0; k < n; k++) {
+		struct page_fast *fp = page_fast(pg[k]);
 		for (unsigned i = 0; i < pages; i++)
-			pg[k][i].fast_lim = 0;
+			fp[i].fast_lim = 0;
 		for (unsigned i = 1; i < pages; i++)
 			pg[k][i].state = PG_NONE;
 		pg[k]->state = PG_NONE;
@@ -272,8 +277,9 @@ static void slab_carved(struct kmem_cache *s, struct page *pg)
 {
 	if (unlikely(slab_flags))
 		return;
+	struct page_fast *fp = page_fast(pg);
 	for (unsigned i = 0; i < 1u << s->order; i++)
-		pg[i].fast_lim = slab_fast_lim(s, pg->carved);
+		fp[i].fast_lim = slab_fast_lim(s, pg->carved);
 }
 
 /* (few: the array is on the stack of a thread's first allocation, which may be a

@@ -213,18 +213,20 @@ static inline __attribute__((always_inline)) bool tcache_take_at(struct tcache *
 	return true;
 }
 
-/* Pushes the validated object p on the stack at r; false when it is full. */
-static inline __attribute__((always_inline)) bool tcache_push_at(struct tcache *tc, size_t r,
+/* Pushes the validated object p on the stack at *r; false when it is full.  *r is hidden
+ * in place, as tcache_take_at's, so a caller that passes it on to a slow path (free's, when
+ * the stack is full) needs no copy of it. */
+static inline __attribute__((always_inline)) bool tcache_push_at(struct tcache *tc, size_t *r,
 								  void *p)
 {
-	void **t = tcache_bin_at(tc, r)->top;
-	TCACHE_HIDE(r);
-	if (unlikely((uint16_t)(uintptr_t)t == tcache_bin_at(tc, r)->full))
+	void **t = tcache_bin_at(tc, *r)->top;
+	TCACHE_HIDE(*r);
+	if (unlikely((uint16_t)(uintptr_t)t == tcache_bin_at(tc, *r)->full))
 		return false;
-	TCACHE_HIDE(r);
+	TCACHE_HIDE(*r);
 	((uintptr_t *)p)[1] = PCPM_FREE_KEY;
 	t[-1] = p;
-	tcache_bin_at(tc, r)->top = t - 1;
+	tcache_bin_at(tc, *r)->top = t - 1;
 	return true;
 }
 

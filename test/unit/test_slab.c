@@ -2,7 +2,8 @@
  * test_slab.c - the size class table and the kmem_cache layer: every request size maps to
  * the smallest class that fits, classes keep 16-byte alignment and bounded waste, the
  * reciprocal gives exact object indexes, bulk alloc/free hands out distinct objects inside
- * their slabs and empty slabs go back.
+ * their slabs and empty slabs go back, and every slab page's fast descriptor (16 bytes, four
+ * to a cache line) carries what free's fast path reads, cleared when the slab goes back.
  */
 #include "unit.h"
 #include "config.h"
@@ -101,8 +102,22 @@ int main(void)
 			CHECK_EQ(pg->cls, c);
 			CHECK(slab_obj_index(pg->slab_head, objs[i]) >= 0);
 			CHECK(slab_obj_index(pg->slab_head, (char *)objs[i] + 8) < 0);
+			/* the fast descriptor (arena.h: struct page_fast) of the object's page:
+			 * 16 bytes, four pages to a cache line, with what free's fast path reads,
+			 * and its one compare passes the object and fails an interior pointer */
+			struct page_fast *fp = page_fast(pg);
+			CHECK_EQ((char *)page_fast(pg + 1) - (char *)fp, 16);
+			CHECK_EQ((uintptr_t)page_fast(pg - (page_pfn(pg) & 3)) % 64, 0);
+			CHECK_EQ(fp->addr_lo, (uint32_t)(uintptr_t)pg->slab_head->addr);
+			CHECK_EQ(fp->reciprocal, s->reciprocal);
+			CHECK_EQ(fp->bin8, 2 * c);
+			CHECK_EQ(fp->cls, c);
+			uint32_t soff = (uint32_t)(uintptr_t)objs[i] - fp->addr_lo;
+			CHECK(soff * fp->reciprocal < fp->fast_lim);
+			CHECK(!((soff + 8) * fp->reciprocal < fp->fast_lim));
 			memset(objs[i], (int)i, s->size);
 		}
+		struct page_fast *fp0 = page_fast(pcpm_page_of(objs[0]));
 		/* no overlap: sort addresses and compare neighbours */
 		for (int i = 1; i < n; i++) {
 			void *v = objs[i];
@@ -130,6 +145,7 @@ int main(void)
 		CHECK(s->slab_free > 0 || slabs <= s->min_partial);
 		CHECK(slab_shrink_all() > 0 || s->nr_slabs == 0);
 		CHECK_EQ(s->nr_slabs, 0);
+		CHECK_EQ(fp0->fast_lim, 0); /* a discarded slab's pages: no object there */
 	}
 	/* every page the slabs took is back in the zone, the order-4/5 slabs that come in
 	 * batches (pcp_alloc_bulk) included: MAX(pcp_alloc_bulk(...), 0) once called it twice
