@@ -71,8 +71,8 @@ struct sheaf_cpu {
 	 * Objects of this CPU's slabs (slab_owner) that other CPUs freed, per class: batches
 	 * (arrays of pointers) pushed by any CPU with one compare-and-swap each, taken whole by
 	 * this CPU's threads under the class's sheaf lock (so a walk under that lock sees a
-	 * stable list below the head); and the empty batches owners give back to this slot's
-	 * pools (sheaf_home.h).  On lines of their own: other CPUs write them.
+	 * stable list below the head); and the empty batches this slot copied out of them
+	 * (sheaf_home.h).  On lines of their own: other CPUs write them.
 	 */
 	struct home_inbox inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
 	/* metadata this slot's sheaves are carved from (stock_take), under stock_lock */
@@ -194,19 +194,21 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 }
 
 /*
- * CPU slot cpu's sheaves of class cls (node: the slot's); NULL when they cannot be set up (out
- * of memory).  The node's barn of the class and the two sheaves are set up here too, before
- * any sheaf lock is taken (a racing thread of the same slot may set up a sheaf twice: the
- * loser's goes to the barn's empty list).
+ * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
+ * set up (out of memory).  The node's barn of the class and the two sheaves are set up here
+ * too, before any sheaf lock is taken (a racing thread of the same slot may set up a sheaf
+ * twice: the loser's goes to the barn's empty list).
  */
-static inline struct sheaf_pcs *slot_pcs(unsigned cpu, unsigned cls, int node)
+static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
 {
+	unsigned cpu = *slot = pcp_cpu();
+	*node = pcp_cpu_node(cpu);
 	struct sheaf_cpu *sc = NULL;
 	if (likely(cpu_sheaves))
 		sc = atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire);
 	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(cpu)))
 		return NULL;
-	if (unlikely(!barn_ensure(node, cls)))
+	if (unlikely(!barn_ensure(*node, cls)))
 		return NULL;
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
@@ -223,17 +225,9 @@ static inline struct sheaf_pcs *slot_pcs(unsigned cpu, unsigned cls, int node)
 		}
 		pcpm_unlock(&pcs->lock);
 		if (lost)
-			barn_put_empty(node, cls, m);
+			barn_put_empty(*node, cls, m);
 	}
 	return pcs;
-}
-
-/* The calling thread's CPU's sheaves of class cls, its slot and its node (slot_pcs). */
-static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
-{
-	unsigned cpu = *slot = pcp_cpu();
-	*node = pcp_cpu_node(cpu);
-	return slot_pcs(cpu, cls, *node);
 }
 
 static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
@@ -252,10 +246,7 @@ static inline struct sheaf_cpu *cpu_sheaf(int cpu)
  * hashed to one slot): the next slots' sheaves of the node, locked, else NULL (the slabs
  * serve).  *cpu becomes that slot.  A preempted holder keeps the lock for its time slice,
  * and every refill and flush of the class there went to the kmem_cache lock (xmalloc, 2
- * CPUs: 90k-190k trylock failures).  Any slot's sheaves may hold the node's objects.  A
- * slot no thread has run on yet is set up: when every thread runs on one CPU (2 CPUs under
- * load, or a program pinned to one) its neighbour has no sheaves, and each failure went to
- * the kmem_cache lock (xmalloc pinned to one CPU: 100k-160k kmem_cache acquisitions).
+ * CPUs: 90k-190k trylock failures).  Any slot's sheaves may hold the node's objects.
  */
 #define NEAR_SLOTS 2
 static struct sheaf_pcs *pcs_trylock_near(unsigned cls, unsigned *cpu, int node)
@@ -263,10 +254,12 @@ static struct sheaf_pcs *pcs_trylock_near(unsigned cls, unsigned *cpu, int node)
 	unsigned n = (unsigned)pcpm_nr_cpus;
 	for (unsigned k = 1; k <= NEAR_SLOTS && k < n; k++) {
 		unsigned c = (*cpu + k) % n;
-		struct sheaf_pcs *pcs;
-		if (pcp_cpu_node(c) != node || !(pcs = slot_pcs(c, cls, node)))
+		struct sheaf_cpu *sc = cpu_sheaf((int)c);
+		if (!sc || pcp_cpu_node(c) != node)
 			continue;
-		if (pcpm_trylock(&pcs->lock)) {
+		struct sheaf_pcs *pcs = &sc->pcs[cls];
+		/* (spare is published last, under the lock: main is set when it is) */
+		if (__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE) && pcpm_trylock(&pcs->lock)) {
 			*cpu = c;
 			return pcs;
 		}
@@ -317,7 +310,7 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		pcs->spare = m;
 		m = pcs->main;
 	} else if (!m->size && home_waiting(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls])) {
-		if (home_fill(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls], cls, m, cap))
+		if (home_fill(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls], m, cap))
 			pcs_cpu(pcs, cls)->inbox_drains++;
 	} else if (!m->size) {
 		/* one sheaf for one: the CPU keeps an empty and a full one, the middle of its

@@ -18,9 +18,8 @@
 #define HOME_BATCH 30
 
 struct home_batch {
-	struct home_batch *next; /* on an inbox, a home list, a pool or a returned list */
-	uint16_t n;		 /* objects in objs[] */
-	uint16_t origin;	 /* the CPU slot + 1 whose pool it belongs to (it goes back there) */
+	struct home_batch *next; /* on an inbox, a home list, a pool or an empties list */
+	uint32_t n;		 /* objects in objs[] */
 	uint32_t pad;
 	void *objs[HOME_BATCH];
 };
@@ -33,7 +32,8 @@ struct home_inbox {
 	/* objects and batches pushed since the owner last took them (about: a push between the
 	 * owner's take and its reset is forgotten, never counted twice) */
 	_Atomic uint32_t n, nb;
-	/* empty batches of this slot's pool that owners copied and gave back */
+	/* empty batches this slot copied out of its inbox: taken whole by a pool that runs dry
+	 * (one sending here, else this slot's own) */
 	_Atomic(struct home_batch *) returned;
 };
 
@@ -52,9 +52,9 @@ bool home_register(unsigned slot, struct home_inbox *inboxes);
 /*
  * Sends the objects of objs[] whose slab another slot's sheaves took them from home, in
  * batches (SLUB's build_detached_freelist, by owner instead of by slab): one batch per owner
- * at a time from hl's pool (empty batches given back to mine, this slot's inbox of the class,
- * else new metadata), pushed onto the owner's inbox when full and at the end, up to max
- * objects waiting per inbox.  The others (slot's own, no owner, an inbox at its limit, more
+ * at a time from hl's pool (refilled with the owner's empties, else those of mine, this
+ * slot's inbox of the class, else new metadata), pushed onto the owner's inbox when full and
+ * at the end, up to max objects waiting per inbox.  The others (slot's own, no owner, an inbox at its limit, more
  * owners than one call groups, no memory for a batch) move to the front of objs[]; returns
  * how many.  Lock: slot's sheaf lock of class cls (hl is its).
  */
@@ -72,11 +72,10 @@ static inline bool home_waiting(const struct home_local *hl, struct home_inbox *
  * An empty sheaf m (of cap objects) filled from the objects that came home: the home list,
  * else the inbox taken whole (it becomes the home list); what m cannot hold stays on the
  * home list for the next refill (mimalloc's local_free).  Copies pointers only; each batch
- * copied out goes back to its pool's slot.  Returns true when it took the inbox (a drain).
- * Lock: the slot's sheaf lock of class cls.
+ * copied out goes onto in's empties.  Returns true when it took the inbox (a drain).
+ * Lock: the slot's sheaf lock of the class.
  */
-bool home_fill(struct home_local *hl, struct home_inbox *in, unsigned cls, struct slab_sheaf *m,
-	       unsigned cap);
+bool home_fill(struct home_local *hl, struct home_inbox *in, struct slab_sheaf *m, unsigned cap);
 
 /* The home list and the inbox to the slabs (a decay, a flush).  Lock: as home_fill. */
 void home_release(struct home_local *hl, struct home_inbox *in, unsigned cls);
