@@ -33,7 +33,6 @@
  */
 #include "sheaf.h"
 #include "barn.h"
-#include "sheaf_home.h"
 #include "config.h"
 #include "slab_cpu.h"
 #include "topology.h"
@@ -50,9 +49,12 @@ struct sheaf_pcs {
 	uint32_t ops;
 	struct slab_sheaf *main, *spare;
 	uint8_t last_dir; /* the last barn exchange: SHEAF_ALLOC or SHEAF_FREE */
-	/* objects of this CPU's slabs taken from its inbox that main could not hold yet, and
-	 * the empty batches this slot's frees send home in (sheaf_home.h) */
-	struct home_local home;
+	/* objects of this CPU's slabs taken from its inbox that main could not hold yet: a
+	 * chain (safe-linked), the lock holder's alone */
+	void *home;
+	/* objects on the home chain (about: the inbox's count when it was taken, which may
+	 * miss a push; mallinfo's free bytes), written under lock, read racily */
+	uint32_t home_n;
 	/* the CPU's frozen slabs of the class, where the sheaves carve new objects */
 	struct cpu_slab cslab;
 } __attribute__((aligned(64)));
@@ -68,13 +70,16 @@ struct sheaf_cpu {
 	 * increments between two threads of one slot are possible and harmless) */
 	uint64_t refills, flushes, lock_contended, remote_frees, inbox_drains;
 	/*
-	 * Objects of this CPU's slabs (slab_owner) that other CPUs freed, per class: batches
-	 * (arrays of pointers) pushed by any CPU with one compare-and-swap each, taken whole by
-	 * this CPU's threads under the class's sheaf lock (so a walk under that lock sees a
-	 * stable list below the head); and the empty batches this slot copied out of them
-	 * (sheaf_home.h).  On lines of their own: other CPUs write them.
+	 * Objects of this CPU's slabs (slab_owner) that other CPUs freed, per class: a chain
+	 * through the objects (safe-linked), pushed by any CPU with one compare-and-swap per
+	 * chain (mimalloc's xthread_free, per CPU rather than per page), taken whole by this
+	 * CPU's threads under the class's sheaf lock (so a walk under that lock sees a stable
+	 * chain below the head).  On lines of its own: other CPUs write it.
 	 */
-	struct home_inbox inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
+	_Atomic(void *) inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
+	/* objects pushed since the owner last took its inbox (about: a push between the
+	 * owner's take and its reset is forgotten, never counted twice) */
+	_Atomic uint32_t inbox_n[NR_SIZE_CLASSES];
 	/* metadata this slot's sheaves are carved from (stock_take), under stock_lock */
 	pcpm_lock_t stock_lock PCPM_CACHELINE_ALIGNED;
 	char *stock, *stock_end;
@@ -100,7 +105,7 @@ static uint32_t inbox_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
 /* CPU slots whose sheaves are set up: while there is one, every object's home is it (a
- * single-threaded program, or one whose threads share a slot: home_send has nothing to do) */
+ * single-threaded program, or one whose threads share a slot: send_home has nothing to do) */
 static _Atomic unsigned nr_cpu_sheaves PCPM_READ_MOSTLY;
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
 /* the decay's clock (ms of its last run) and what it gave back, under decay_lock */
@@ -182,8 +187,6 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 			sc = pcpm_os_map(ALIGN_UP(sizeof(*sc), PAGE_SIZE), PAGE_SIZE);
 		else
 			sc = pcpm_meta_alloc(sizeof(*sc));
-		if (sc && !home_register(cpu, sc->inbox))
-			sc = NULL; /* (out of memory: the slot goes without sheaves) */
 		if (sc) {
 			atomic_store_explicit(&cpu_sheaves[cpu], sc, memory_order_release);
 			atomic_fetch_add_explicit(&nr_cpu_sheaves, 1, memory_order_relaxed);
@@ -275,6 +278,126 @@ static inline void pcs_note_low(struct sheaf_pcs *pcs)
 }
 
 /*
+ * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
+ * (slab_owner) are linked into one chain per owner (SLUB's build_detached_freelist, by
+ * owner instead of by slab) and pushed onto that CPU's inbox with one compare-and-swap
+ * each, so a CPU that frees what others allocated (a consumer) keeps none of it and takes
+ * no lock for it; the owner collects them when its sheaves run dry.  The others (this
+ * CPU's, a slab without an owner, more owners than one call groups) are moved to the front
+ * of objs[]; returns how many.  No lock held.
+ */
+#define HOME_GROUPS 8
+static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
+{
+	struct {
+		struct sheaf_cpu *sc;
+		uint32_t owner;
+		unsigned n;
+		void *first, *last;
+	} g[HOME_GROUPS];
+	unsigned ng = 0, keep = 0;
+	/* (slab_owner names a slot once its sheaves took objects: set up before) */
+	if (atomic_load_explicit(&nr_cpu_sheaves, memory_order_relaxed) <= 1)
+		return n;
+	for (unsigned i = 0; i < n; i++) {
+		void *o = objs[i];
+		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
+						 __ATOMIC_RELAXED);
+		unsigned k = 0;
+		while (k < ng && g[k].owner != owner)
+			k++;
+		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
+		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
+		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
+			    inbox_max[cls])
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
+		if (k == ng) {
+			objs[keep++] = o;
+			continue;
+		}
+		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
+		g[k].first = o;
+		g[k].n++;
+	}
+	for (unsigned k = 0; k < ng; k++) {
+		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
+		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+		do
+			fl_store(g[k].last, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
+							      memory_order_release,
+							      memory_order_relaxed));
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
+	}
+	if (keep < n) {
+		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
+		me->remote_frees += n - keep;
+	}
+	return keep;
+}
+
+/* The next object of a chain of this CPU's objects (inbox, home), after checking o's
+ * descriptor: a write after free into a waiting object could bend its link, and an object
+ * that is not one of the class's aborts. */
+static inline void *home_next(void *o, unsigned cls)
+{
+	struct page *pg = pcpm_page_of(o);
+	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
+		     slab_obj_index(pg->slab_head, o) < 0))
+		pcpm_freelist_corrupt("malloc", o);
+	return fl_decode(o, "malloc");
+}
+
+/*
+ * An empty main filled from this CPU's objects that came home: the home chain, else the
+ * inbox taken whole (it becomes the home chain); what main cannot hold stays on the home
+ * chain for the next refill (mimalloc's local_free).  pcs lock held.
+ */
+static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
+{
+	void *o = pcs->home;
+	uint32_t n = pcs->home_n;
+	if (!o && (o = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+						memory_order_acquire)) != NULL) {
+		n = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0,
+					     memory_order_relaxed);
+		pcs_cpu(pcs, cls)->inbox_drains++;
+	}
+	struct slab_sheaf *m = pcs->main;
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls)) {
+		m->objects[m->size++] = o;
+		n -= n > 0;
+	}
+	pcs->home = o;
+	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
+}
+
+/* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
+static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
+{
+	void *buf[32], *chain[2] = {
+		pcs->home,
+		atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL, memory_order_acquire)
+	};
+	unsigned nbuf = 0;
+	pcs->home = NULL;
+	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
+	for (unsigned k = 0; k < 2; k++) {
+		for (void *o = chain[k], *next; o; o = next) {
+			next = home_next(o, cls); /* before o's link is the slab's */
+			buf[nbuf++] = o;
+			if (nbuf == 32) {
+				slab_free_bulk(cls, buf, nbuf);
+				nbuf = 0;
+			}
+		}
+	}
+	if (nbuf)
+		slab_free_bulk(cls, buf, nbuf);
+}
+
+/*
  * The most objects a refill from partial slabs takes (at least q, a quarter sheaf): a whole
  * sheaf for a producer (its last barn exchange was an allocation too).  They are free,
  * resident memory already; the producer meets the kmem_cache lock once a sheaf, not once a
@@ -309,9 +432,9 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		pcs->main = pcs->spare;
 		pcs->spare = m;
 		m = pcs->main;
-	} else if (!m->size && home_waiting(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls])) {
-		if (home_fill(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls], m, cap))
-			pcs_cpu(pcs, cls)->inbox_drains++;
+	} else if (!m->size && (pcs->home || atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls],
+								 memory_order_relaxed))) {
+		__home_fill(pcs, cls);
 	} else if (!m->size) {
 		/* one sheaf for one: the CPU keeps an empty and a full one, the middle of its
 		 * window; two when its last exchange was an allocation too (a producer, which
@@ -354,21 +477,13 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 	struct sheaf_pcs *pcs;
 	if (!cap || n > cap || !(pcs = this_pcs(cls, &cpu, &node)))
 		return slab_free_bulk(cls, objs, n);
+	n = send_home(cls, cpu, objs, n); /* other CPUs' objects to their inboxes */
+	if (!n)
+		return;
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
 		pcs_cpu(pcs, cls)->lock_contended++;
 		if (!(pcs = pcs_trylock_near(cls, &cpu, node)))
 			return slab_free_bulk(cls, objs, n);
-	}
-	/* other CPUs' objects to their inboxes, in batches of this slot's pool (under its lock;
-	 * while one slot is set up every object's home is it, a single-threaded program) */
-	if (atomic_load_explicit(&nr_cpu_sheaves, memory_order_relaxed) > 1) {
-		unsigned keep = home_send(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls], cls, cpu,
-					  objs, n, inbox_max[cls]);
-		pcs_cpu(pcs, cls)->remote_frees += n - keep;
-		if (!(n = keep)) {
-			pcpm_unlock(&pcs->lock); /* (sheaves untouched: ops not counted) */
-			return;
-		}
 	}
 	pcs->ops++;
 	struct slab_sheaf *m = pcs->main;
@@ -420,8 +535,8 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 		return;
 	bool idle = all || !pcs->ops;
 	pcs->ops = 0;
-	if (idle) /* objects that came home meanwhile: idle too */
-		home_release(&pcs->home, &pcs_cpu(pcs, cls)->inbox[cls], cls);
+	if (idle)
+		__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
 	cpu_slab_release(&pcs->cslab, cls, idle); /* busy: the slabs carved to the end */
 	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
 	unsigned held = m->size + s->size;
@@ -477,7 +592,8 @@ bool sheaf_pending(void)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
 			struct slab_sheaf *m, *s;
 			/* racy: a sheaf's size is read while its CPU may change it */
-			if (home_waiting(&sc->pcs[c].home, &sc->inbox[c]) ||
+			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed) ||
+			    __atomic_load_n(&sc->pcs[c].home, __ATOMIC_RELAXED) ||
 			    __atomic_load_n(&sc->pcs[c].cslab.left, __ATOMIC_RELAXED) ||
 			    __atomic_load_n(&sc->pcs[c].cslab.ndone, __ATOMIC_RELAXED))
 				return true;
@@ -508,8 +624,14 @@ bool sheaf_holds(unsigned cls, const void *p)
 			continue;
 		struct sheaf_pcs *pcs = &sc->pcs[cls];
 		pcpm_lock(&pcs->lock);
-		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p) ||
-			home_holds(&pcs->home, &sc->inbox[cls], p);
+		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
+		/* the home chain, and the inbox: stable below its head while the lock keeps its
+		 * owner from taking it; pushes only add in front */
+		for (void *o = pcs->home; o && !found; o = home_next(o, cls))
+			found = o == p;
+		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
+		     o && !found; o = home_next(o, cls))
+			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p);
@@ -533,8 +655,9 @@ size_t sheaf_cached_bytes(bool nowait)
 				   (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED),
 					     pcpm_sheaf_cap[c])
 				       : 0) +
-				   home_count(&pcs->home, &sc->inbox[c]) +
-				   __atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED);
+				   __atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+				   __atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) +
+				   atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed);
 			bytes += n * pcpm_class_size[c];
 		}
 	}
@@ -560,7 +683,9 @@ void sheaf_stats_add(struct pcpm_stats *s)
 				size_t on = (m ? MIN(__atomic_load_n(&m->size, __ATOMIC_RELAXED), cap) : 0) +
 					    (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED), cap) : 0);
 				s->sheaf_bytes += on * size;
-				s->sheaf_home_bytes += home_count(&pcs->home, &sc->inbox[c]) * size;
+				s->sheaf_home_bytes +=
+					((size_t)__atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+					 atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed)) * size;
 				s->cpu_slab_bytes +=
 					(size_t)__atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) * size;
 			}

@@ -27,13 +27,6 @@
  * frees reach frozen slabs), and after malloc_trim every slab those rounds made is gone
  * again and mallinfo counts what it counted before: frozen slabs are unfrozen, their
  * freelists and uncarved tails accounted.
- *
- * home: this thread allocates 512 blocks of 64 bytes and marks each one's first word; another
- * thread (another CPU slot) frees them all, so they go home to this thread's slot; this thread
- * then allocates 1024 blocks.  Most of its 512 come back (from the inbox), each with its
- * mark: objects travel home in batches, arrays of pointers, and no byte of a free object is
- * written on the way (a chain through the objects, as until issue 22's fifth round, wrote
- * each one's link into its first word).
  */
 #include "testutil.h"
 
@@ -191,65 +184,13 @@ static void cpuslab(void)
 	CHECK(used1 <= used0 + (64 << 10));
 }
 
-enum { HOME_N = 512 };
-static uint64_t *home_objs[HOME_N];
-
-static uint64_t home_mark(int i)
-{
-	return tu_mix64(0x686f6d65ULL + (uint64_t)i);
-}
-
-static void *home_consumer(void *arg)
-{
-	(void)arg;
-	free(malloc(16)); /* the thread's cache set up: a first call that frees goes to the slab */
-	for (int i = 0; i < HOME_N; i++)
-		free(home_objs[i]);
-	return NULL; /* (the thread's cache is flushed at its exit) */
-}
-
-static void home(void)
-{
-	static uint64_t *again[2 * HOME_N];
-	for (int i = 0; i < HOME_N; i++) {
-		CHECK((home_objs[i] = malloc(64)) != NULL);
-		home_objs[i][0] = home_mark(i);
-	}
-	long long remote0 = tu_stat("sheaf_remote_frees");
-	pthread_t t;
-	CHECK(pthread_create(&t, NULL, home_consumer, NULL) == 0);
-	CHECK(pthread_join(t, NULL) == 0);
-	long long remote = tu_stat("sheaf_remote_frees") - remote0;
-	int back = 0, intact = 0;
-	for (int i = 0; i < 2 * HOME_N; i++) {
-		CHECK((again[i] = malloc(64)) != NULL);
-		for (int k = 0; k < HOME_N; k++)
-			if (again[i] == home_objs[k]) {
-				back++;
-				intact += again[i][0] == home_mark(k);
-				break;
-			}
-	}
-	for (int i = 0; i < 2 * HOME_N; i++)
-		free(again[i]);
-	printf("home: %lld of %d blocks sent home, %d came back, %d with their first word "
-	       "intact\n", remote, HOME_N, back, intact);
-	fflush(stdout);
-	CHECK(back >= HOME_N / 2);
-	CHECK(intact == back);
-}
-
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_sheaf");
 	tu_watchdog(60);
-	/* argv[1]: "edge", "cpuslab", "home" or "decay" runs one case (meson passes the mode:
-	 * all) */
-	tu_run_cases(argc, argv, (const struct tu_case[]){{"edge", edge},
-							  {"cpuslab", cpuslab},
-							  {"home", home},
-							  {"decay", decay},
-							  {NULL, NULL}});
+	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: all) */
+	tu_run_cases(argc, argv, (const struct tu_case[]){
+		{"edge", edge}, {"cpuslab", cpuslab}, {"decay", decay}, {NULL, NULL}});
 	printf("test_sheaf: ok\n");
 	return 0;
 }
