@@ -20,20 +20,10 @@
  * barn overflow) and allocated again: a CPU whose sheaf refills keep coming from the slabs
  * (a producer) takes a whole sheaf of partial slabs' objects per kmem_cache hold, not a
  * quarter: at most 1 acquisition per 40 objects (a quarter sheaf: 1 per 16).
- *
- * scratch: Hoard's cache-scratch (passive false sharing), every thread on one CPU slot (the
- * case re-runs itself on a 1-CPU synthetic machine): the main thread allocates one 8-byte
- * block per worker, side by side; each worker's first call frees its block, then (both
- * freed) it allocates and frees 8 bytes 20 times.  No block a worker gets may share a cache line with
- * the main thread's blocks or another worker's.  Before, the freed block waited on the CPU's
- * sheaf and came back as the worker's next block: the two workers wrote one line.
  */
 #include "testutil.h"
 
 #include <malloc.h>
-#include <pthread.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static void paged(void)
 {
@@ -99,83 +89,13 @@ static void producer(void)
 	CHECK(locks <= PROD_N / 40);
 }
 
-enum { SCR_WORKERS = 2, SCR_ROUNDS = 20 };
-static void *scr_first[SCR_WORKERS], *scr_got[SCR_WORKERS][SCR_ROUNDS];
-static pthread_barrier_t scr_bar, scr_freed;
-
-static void *scratch_worker(void *arg)
-{
-	long w = (long)arg;
-	free(scr_first[w]);
-	pthread_barrier_wait(&scr_freed); /* both blocks freed before either worker allocates */
-	for (int r = 0; r < SCR_ROUNDS; r++) {
-		char *p = malloc(8);
-		CHECK(p != NULL);
-		p[0] = (char)r;
-		scr_got[w][r] = p;
-		free(p);
-	}
-	pthread_barrier_wait(&scr_bar); /* both workers live while they allocate */
-	return NULL;
-}
-
-static void scratch(void)
-{
-	if (!getenv("TEST_THREADED_SCRATCH")) {
-		/* every thread on one slot: the worst placement, and a deterministic one */
-		pid_t pid = fork();
-		CHECK(pid >= 0);
-		if (pid == 0) {
-			setenv("TEST_THREADED_SCRATCH", "1", 1);
-			setenv("PCPMALLOC_TOPOLOGY_SYNTHETIC",
-			       "pack:1 numa:1 l3:1(size=1966080) l2:1(size=2097152) core:1 pu:1", 1);
-			execl("/proc/self/exe", "test_threaded", "scratch", (char *)NULL);
-			_exit(127);
-		}
-		int status;
-		CHECK(waitpid(pid, &status, 0) == pid);
-		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-		return;
-	}
-	for (int i = 0; i < 1000; i++) /* past the early area: the slab layer serves */
-		free(malloc(8));
-	pthread_t t[SCR_WORKERS];
-	pthread_barrier_init(&scr_bar, NULL, SCR_WORKERS);
-	pthread_barrier_init(&scr_freed, NULL, SCR_WORKERS);
-	for (long w = 0; w < SCR_WORKERS; w++)
-		CHECK((scr_first[w] = malloc(8)) != NULL);
-	for (long w = 0; w < SCR_WORKERS; w++)
-		CHECK(pthread_create(&t[w], NULL, scratch_worker, (void *)w) == 0);
-	for (long w = 0; w < SCR_WORKERS; w++)
-		CHECK(pthread_join(t[w], NULL) == 0);
-	int shared = 0;
-	for (int w = 0; w < SCR_WORKERS; w++)
-		for (int r = 0; r < SCR_ROUNDS; r++) {
-			uintptr_t line = (uintptr_t)scr_got[w][r] >> 6;
-			for (int v = 0; v < SCR_WORKERS; v++) {
-				shared += line == (uintptr_t)scr_first[v] >> 6;
-				for (int q = 0; v != w && q < SCR_ROUNDS; q++)
-					shared += line == (uintptr_t)scr_got[v][q] >> 6;
-			}
-		}
-	printf("scratch: %d worker blocks on a line of the main thread's or the other worker's "
-	       "(first blocks %p %p, the workers' %p %p)\n", shared, scr_first[0], scr_first[1],
-	       scr_got[0][0], scr_got[1][0]);
-	fflush(stdout);
-	CHECK(shared == 0);
-}
-
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_threaded");
 	tu_watchdog(60);
-	/* argv[1]: "paged", "swing", "producer" or "scratch" runs one case (meson passes the
-	 * mode: all) */
-	tu_run_cases(argc, argv, (const struct tu_case[]){{"paged", paged},
-							  {"swing", swing},
-							  {"producer", producer},
-							  {"scratch", scratch},
-							  {NULL, NULL}});
+	/* argv[1]: "paged", "swing" or "producer" runs one case (meson passes the mode: all) */
+	tu_run_cases(argc, argv, (const struct tu_case[]){
+		{"paged", paged}, {"swing", swing}, {"producer", producer}, {NULL, NULL}});
 	printf("test_threaded: ok\n");
 	return 0;
 }
