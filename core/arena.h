@@ -91,10 +91,10 @@ struct page {
 		uint32_t run_clean;
 	};
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
-	char *addr;		       /* SLAB, every page: address of the slab's first byte */
+	char *addr;		       /* SLAB head: address of the slab's first byte */
 	union {
 		uint32_t npages;     /* LARGE head: pages in the run */
-		uint32_t reciprocal; /* SLAB, every page: the cache's reciprocal (free path) */
+		uint32_t reciprocal; /* SLAB head: the cache's reciprocal (slab_obj_index) */
 	};
 	uint16_t inuse;		       /* SLAB head: objects handed out */
 	uint16_t carved;	       /* SLAB head: objects cut so far (bump carving) */
@@ -103,7 +103,7 @@ struct page {
 	uint8_t flags;		       /* PG_DIRTY */
 	uint8_t cls;		       /* SLAB: size class index */
 	uint8_t arena;		       /* index of the owning arena */
-	/* SLAB, every page: cls x 2, the offset of the class's stack in a thread cache in
+	/* SLAB head (and every page's fast descriptor): cls x 2, the offset of the class's stack in a thread cache in
 	 * 8-byte units (tcache.h: struct tcache_bin is 16 bytes, bins[] its first field; the
 	 * direct table holds the same values), so the free fast path indexes the cache with
 	 * the addressing mode's scale, and a sized free compares its size's entry with it */

@@ -163,13 +163,15 @@ static void slab_init(struct kmem_cache *s, struct page *pg)
 		pg[i].slab_head = pg;
 		pg[i].cls = (uint8_t)s->cls;
 		pg[i].arena = pg->arena;
-		pg[i].bin8 = (uint8_t)(s->cls * 2);
 	}
 	char *addr = page_address(pg);
+	/* the head's copy for the slow paths (they all go through slab_head); the free fast
+	 * path reads every page's fast descriptor instead */
+	pg->addr = addr;
+	pg->reciprocal = s->reciprocal;
+	pg->bin8 = (uint8_t)(s->cls * 2);
 	struct page_fast *fp = page_fast(pg);
 	for (unsigned i = 0; i < n; i++) { /* what the free fast path reads, on every page */
-		pg[i].addr = addr;
-		pg[i].reciprocal = s->reciprocal;
 		fp[i] = (struct page_fast){ .addr_lo = (uint32_t)(uintptr_t)addr,
 					    .reciprocal = s->reciprocal,
 					    .bin8 = (uint8_t)(s->cls * 2),
