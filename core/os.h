@@ -1,8 +1,9 @@
 /*
- * os.h - the one OS layer of pcpmalloc: locks, virtual memory, time, environment, messages,
- * and the signal-nesting flags every slow path reads (pcpm_nested, at the end).
+ * os.h - the one OS layer of pcpmalloc: locks, virtual memory, environment, messages, and
+ * the signal-nesting flags every slow path reads (pcpm_nested, at the end); the clocks are
+ * clock.h's (clock.c, below os.c), included here.
  *
- * Every mmap/mprotect/madvise, futex, clock read and environment read of the allocator lives
+ * Every mmap/mprotect/madvise, futex and environment read of the allocator lives
  * behind these calls (mimalloc's prim layer is the model).  Nothing here calls malloc.
  * Thread-safety: all functions are thread-safe; pcpm_lock_t is a mutex.
  */
@@ -13,6 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "clock.h"
 
 /*
  * PCPM_HOT: small globals that every process writes while the allocator starts.  They go to
@@ -173,22 +176,7 @@ extern _Atomic long pcpm_fault_after, pcpm_fault_count, pcpm_fault_hits;
  */
 int pcpm_os_bind_node(void *p, size_t len, int os_node, bool strict);
 
-/* Monotonic clocks: coarse milliseconds (vDSO, ~4 ms resolution) and nanoseconds. */
-uint64_t pcpm_now_ms(void);
-uint64_t pcpm_now_ns(void);
-/* The time-stamp counter (rdtsc; the monotonic clock in ns elsewhere): a few ns to read. */
-static inline uint64_t pcpm_cycles(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	return __builtin_ia32_rdtsc();
-#else
-	return pcpm_now_ns();
-#endif
-}
-/* Nanoseconds per pcpm_cycles() step, measured against the monotonic clock between the
- * library's start (pcpm_cycles_mark at init) and now; 1 before the mark or without rdtsc. */
-void pcpm_cycles_mark(void);
-double pcpm_ns_per_cycle(void);
+/* (the clocks, pcpm_now_ms, pcpm_now_ns, pcpm_cycles: clock.h) */
 
 /*
  * glibc's own allocator, for blocks that are not pcpmalloc's (arena.h: pcpm_owns): a plugin

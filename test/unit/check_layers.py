@@ -66,6 +66,7 @@ LAYERS = [
     ['core/secure.c', 'core/vg.c'],  # the checks of secure mode; memcheck's probe
     ['core/config.c'],
     ['core/os.c'],
+    ['core/clock.c'],          # the clocks: vDSO clock_gettime, the TSC's rate
 ]
 
 # Objects that are tools, not the library.
