@@ -512,6 +512,22 @@ static void __tcache_free_slow(void *p, unsigned cls)
 	}
 }
 
+void tcache_release(void *p, unsigned cls)
+{
+	/* a push counts a free (tcache_calls); so does tcache_free_slow, in the counters of an
+	 * active cache or in nocache_free - except in a handler, where it frees uncounted */
+	struct tcache *tc = tcache_self();
+	if (!tcache_push(p, cls)) {
+		tcache_free_slow(p, cls);
+		if (pcpm_nested())
+			return;
+	}
+	if (tc->state == TC_ACTIVE)
+		tc->moved++; /* as an object a refill put on the stack: no call */
+	else
+		atomic_fetch_sub_explicit(&nocache_free, 1, memory_order_relaxed);
+}
+
 bool tcache_mode_ready(struct tcache *tc, unsigned cls)
 {
 	return tc->state == TC_ACTIVE && mode_cap[cls];

@@ -247,6 +247,14 @@ void *tcache_alloc_slow(unsigned cls);
 
 void tcache_free_slow(void *p, unsigned cls);
 
+/*
+ * An object whose free was counted when the program called free, given back later (memcheck
+ * mode's quarantine release): pushed, or through tcache_free_slow, and not counted again.
+ * p carries no free mark yet; same thread-safety as tcache_free_slow (the calling thread's
+ * cache only).
+ */
+void tcache_release(void *p, unsigned cls);
+
 /* Pushes a validated object; false when the stack is full or the cache is not active. */
 static inline __attribute__((always_inline)) bool tcache_push(void *p, unsigned cls)
 {

@@ -145,10 +145,9 @@ static void vg_release(void *p)
 	struct page *pg = pcpm_page_of(p);
 	if (pg && pg->state == PG_SLAB) {
 		unsigned cls = pg->slab_head->cls;
-		vg_open_obj(p); /* tcache_free_slow writes the link and key; the slab closes it */
+		vg_open_obj(p); /* the cache writes the link and key; the slab closes it */
 		((uintptr_t *)p)[1] = 0;
-		if (!tcache_push(p, cls))
-			tcache_free_slow(p, cls);
+		tcache_release(p, cls); /* counted by vg_free */
 		return;
 	}
 	vg_open_obj(p); /* no stale quarantine mark in a page that is handed out again */

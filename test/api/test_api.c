@@ -1174,11 +1174,9 @@ static void test_pcpmalloc_stats(void)
 	long long f1 = tu_pcp.stat("free_calls");
 	CHECKF(f1 - f0 >= N, "free_calls grew by %lld after %d frees", f1 - f0, N);
 	/* and not twice: secure mode's frees were counted by the free and by the stack push
-	 * of the slot its quarantine ring gave back (free_calls twice the frees).  Memcheck
-	 * mode (PCPMALLOC_VALGRIND=1) still counts a slab object's free twice, at the free
-	 * and at its release from the quarantine (tcache_free_slow): not checked there */
-	const char *vg = getenv("PCPMALLOC_VALGRIND");
-	CHECKF((vg && *vg == '1') || (m1 - m0 <= N + 16 && f1 - f0 <= N + 16),
+	 * of the slot its quarantine ring gave back, memcheck mode's (PCPMALLOC_VALGRIND=1) by
+	 * the free and by the release from its quarantine (free_calls twice the frees) */
+	CHECKF(m1 - m0 <= N + 16 && f1 - f0 <= N + 16,
 	       "malloc_calls grew by %lld, free_calls by %lld after %d mallocs and frees", m1 - m0,
 	       f1 - f0, N);
 
