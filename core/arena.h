@@ -211,6 +211,20 @@ static inline struct page *pcpm_page_of(const void *p)
 	return pcpm_page_of_slow(p);
 }
 
+/* The arena holding the committed page of p (any page of a block: only block heads, slab
+ * pages and run heads carry their arena byte), or NULL when p is not arena memory. */
+static inline struct arena *pcpm_arena_of(const void *p)
+{
+	if (pcpm_page_of(p) == NULL)
+		return NULL;
+	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
+	if (off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))
+		return &pcpm_arena0;
+	return pcpm_region_of(p)->a;
+}
+
+/* pg's arena, from its arena byte: pg must be a block's head, a slab page or a run's head
+ * (a tail page's byte is not kept: pcpm_arena_of from its address instead). */
 static inline struct arena *arena_of_page(struct page *pg)
 {
 	return pg->arena == 0 ? &pcpm_arena0 : pcpm_arenas[pg->arena];

@@ -27,10 +27,10 @@ void pcpm_bad_size(const char *call, const void *p, size_t size, size_t usable)
 /* Is the page inside a free block, on a pcp list or in the buddy free_area?  A free block's
  * head carries its order; pg is inside it when one of its aligned ancestors is such a head.
  * Racy without the zone lock: only used to word an abort message. */
-static bool page_in_free_block(struct page *pg)
+static bool page_in_free_block(const void *p)
 {
-	struct arena *a = arena_of_page(pg);
-	size_t pfn = page_pfn(pg);
+	struct arena *a = pcpm_arena_of(p); /* (p's page may be a tail: no arena byte) */
+	size_t pfn = (size_t)((uintptr_t)p - (uintptr_t)a->base) >> PAGE_SHIFT;
 	for (unsigned o = 0; o <= MAX_PAGE_ORDER; o++) {
 		struct page *h = a->desc + (pfn & ~((1UL << o) - 1));
 		if ((h->state == PG_BUDDY || h->state == PG_PCP) && h->order >= o)
@@ -45,7 +45,7 @@ static bool page_in_free_block(struct page *pg)
 void pcpm_bad_page_pointer(const char *call, const void *p, struct page *pg)
 {
 	if (!((uintptr_t)p & (PAGE_SIZE - 1)) && pg->state != PG_SLAB && pg->state != PG_LARGE &&
-	    page_in_free_block(pg))
+	    page_in_free_block(p))
 		pcpm_double_free(call, p);
 	pcpm_bad_pointer(call, p);
 }

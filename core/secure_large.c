@@ -188,7 +188,8 @@ static struct page *run_of(const void *p)
 	struct page *pg = pcpm_page_of(p);
 	if (!pg)
 		return NULL;
-	size_t pfn = page_pfn(pg);
+	struct arena *a = pcpm_arena_of(p); /* (pg is inside the run: no arena byte) */
+	size_t pfn = (size_t)((uintptr_t)p - (uintptr_t)a->base) >> PAGE_SHIFT;
 	for (unsigned o = 1; o <= MAX_PAGE_ORDER; o++) {
 		size_t hp = pfn & ~((1UL << o) - 1);
 		if (hp == pfn)

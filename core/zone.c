@@ -33,6 +33,9 @@ void pcpm_zone_init(struct zone *z)
 	atomic_store_explicit(&z->last_purge_ms, pcpm_now_ms(), memory_order_relaxed);
 }
 
+static void __free_pages_range(struct zone *z, struct arena *a, size_t pfn, size_t npages,
+			       uint8_t flags, uint64_t now_ms);
+
 void zone_lock(struct zone *z)
 {
 	lockstat_lock(&z->lock, &z->ls);
@@ -41,7 +44,7 @@ void zone_lock(struct zone *z)
 		uint64_t now = pcpm_now_ms();
 		while (pg) {
 			struct page *next = (struct page *)pg->lru.next;
-			__free_pages_range(z, pg, pg->npages, now);
+			__free_pages_range(z, arena_of_page(pg), page_pfn(pg), pg->npages, pg->flags, now);
 			pg = next;
 		}
 	}
@@ -142,8 +145,8 @@ static void __zone_grow_publish(struct zone *z, const struct zone_chunk *c)
 		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form (the
 		 * first touch of their heads' descriptors stays here: a debugging run). */
 		z->managed_pages += n;
-		first[1].arena = idx; /* __free_pages_range finds the arena */
-		__free_pages_range(z, first + 1, n - 1, 0);
+		__free_pages_range(z, c->arena, (size_t)(first - c->arena->desc) + 1, n - 1,
+				   first[1].flags, 0);
 		z->pgfree_zone -= n - 1;
 		return;
 	}
@@ -436,11 +439,13 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
 	zone_note_free();
 }
 
-void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms)
+/* Frees pages [pfn, pfn + npages) of arena a as maximal aligned blocks with the given flags
+ * (the kernel's __free_pages_ok over a range; each block's head gets its arena and flags, so
+ * no page of the range needs to carry them before).  Zone lock held. */
+static void __free_pages_range(struct zone *z, struct arena *a, size_t pfn, size_t npages,
+			       uint8_t flags, uint64_t now_ms)
 {
-	struct arena *a = arena_of_page(pg);
-	uint8_t flags = pg->flags;
-	size_t pfn = (size_t)(pg - a->desc), end = pfn + npages;
+	size_t end = pfn + npages;
 	while (pfn < end) {
 		unsigned o = pfn ? (unsigned)__builtin_ctzl(pfn) : MAX_PAGE_ORDER;
 		if (o > MAX_PAGE_ORDER)
@@ -465,10 +470,10 @@ struct page *zone_alloc_run(struct zone *z, size_t npages, unsigned align_order)
 	if (pg && npages < (1UL << order)) {
 		/* the tail goes straight back (with the block's clean/dirty state); it cannot
 		 * merge with the run we keep */
-		pg[npages].flags = pg->flags;
 		z->pgalloc_zone -= (1UL << order) - npages;
 		z->pgfree_zone -= (1UL << order) - npages;
-		__free_pages_range(z, pg + npages, (1UL << order) - npages, pcpm_now_ms());
+		__free_pages_range(z, arena_of_page(pg), page_pfn(pg) + npages,
+				   (1UL << order) - npages, pg->flags, pcpm_now_ms());
 	}
 	zone_unlock(z);
 	return pg;
@@ -479,7 +484,7 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages)
 	uint64_t now = pcpm_now_ms();
 	pg->flags |= PG_DIRTY;
 	zone_lock(z);
-	__free_pages_range(z, pg, npages, now);
+	__free_pages_range(z, arena_of_page(pg), page_pfn(pg), npages, pg->flags, now);
 	zone_unlock(z);
 	zone_balance_dirty(z);
 	zone_note_free();
@@ -529,14 +534,10 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 		uint8_t flags = b->flags;
 		del_free(z, b, o);
 		z->pgalloc_zone += 1UL << o;
-		if (h < lo) {
-			a->desc[h].flags = flags;
-			__free_pages_range(z, a->desc + h, lo - h, now);
-		}
-		if (e > hi) {
-			a->desc[hi].flags = flags;
-			__free_pages_range(z, a->desc + hi, e - hi, now);
-		}
+		if (h < lo)
+			__free_pages_range(z, a, h, lo - h, flags, now);
+		if (e > hi) /* (desc[hi] is no block's head: its arena byte may be unset) */
+			__free_pages_range(z, a, hi, e - hi, flags, now);
 		pg->flags |= flags;
 		q = e;
 	}

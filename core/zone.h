@@ -174,8 +174,6 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages);
 void zone_free_run_nested(struct zone *z, struct page *pg);
 bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t new_pages);
 
-/* Frees [pg, pg + npages) as maximal aligned blocks with pg's flags.  Lock held. */
-void __free_pages_range(struct zone *z, struct page *pg, size_t npages, uint64_t now_ms);
 
 /*
  * Purge: madvise(MADV_DONTNEED) free blocks that stayed free for at least age_ms

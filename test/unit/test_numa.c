@@ -14,6 +14,7 @@
 #include "topology.h"
 
 #include <errno.h>
+#include <string.h>
 #include <linux/mempolicy.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,6 +30,26 @@ static void all_cpus_on(int nid)
 	for (int i = 0; i < pcpm_nr_cpus; i++)
 		cpu_node[i] = nid;
 	CHECK_EQ(pcpm_numa_setup(2, cpu_node, os_node, NUMA_BIND_PREFERRED), 0);
+}
+
+/* Every free block of z lies in one of z's arenas: its head's arena byte names an arena of
+ * z's node, and the head is that arena's descriptor of its address. */
+static void check_free_lists(struct zone *z, int node)
+{
+	size_t pages = 0;
+	for (unsigned o = 0; o <= MAX_PAGE_ORDER; o++)
+		for (int d = 0; d < 2; d++)
+			for (struct list_head *e = z->free_area[o].free_list[d].next;
+			     e != &z->free_area[o].free_list[d]; e = e->next) {
+				struct page *h = (struct page *)e;
+				struct arena *a = arena_of_page(h);
+				CHECK(a->node == node);
+				CHECK((size_t)(h - a->desc) < (a->committed >> PAGE_SHIFT));
+				CHECK(pcpm_page_of(page_address(h)) == h);
+				CHECK_EQ(h->order, o);
+				pages += 1UL << o;
+			}
+	CHECK_EQ(pages, z->free_pages);
 }
 
 static int mempolicy_of(void *p)
@@ -72,12 +93,31 @@ int main(void)
 	CHECK_EQ(z1->grower.mbind_failed, 0);
 	CHECK_EQ(mempolicy_of(page_address(a)), MPOL_PREFERRED);
 
+
 	/* Now on node 0: allocations come from zone 0, and frees of zone-1 pages go to this
 	 * CPU's pcp of zone 1 (a remote pageset), never into zone 0. */
 	all_cpus_on(0);
 	struct page *b = pcp_alloc(0);
 	CHECK(b && page_zone(b) == z0);
 	CHECK_EQ(mempolicy_of(page_address(b)), MPOL_PREFERRED);
+	/* Runs in zone 0's arena, the second one (zone 1 grew first): a run's tail (3 pages of
+	 * an order-2 block) and what an extension in place (3 -> 5 pages) leaves of the block it
+	 * takes go back from pages that are no block's head, so they carry no arena byte: the
+	 * blocks must still land in their own arena (they went to arena 0's descriptors: realloc
+	 * crashed on 2-node machines). */
+	check_free_lists(z0, 0);
+	size_t used0 = z0->managed_pages - z0->free_pages; /* (the run may grow the zone) */
+	struct page *run = zone_alloc_run(z0, 3, 0);
+	CHECK(run && page_zone(run) == z0 && arena_of_page(run) != &pcpm_arena0);
+	CHECK_EQ(z0->managed_pages - z0->free_pages, used0 + 3);
+	check_free_lists(z0, 0);
+	CHECK(zone_extend_run(z0, run, 3, 5));
+	CHECK_EQ(z0->managed_pages - z0->free_pages, used0 + 5);
+	check_free_lists(z0, 0);
+	memset(page_address(run), 1, 5 * PAGE_SIZE);
+	zone_free_run(z0, run, 5);
+	CHECK_EQ(z0->managed_pages - z0->free_pages, used0);
+	check_free_lists(z0, 0);
 	int c0 = zone_pcp(z0, cpu)->count, c1 = zone_pcp(z1, cpu)->count;
 	pcp_free(a, 0);
 	CHECK_EQ(zone_pcp(z1, cpu)->count, c1 + 1);
