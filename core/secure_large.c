@@ -313,6 +313,8 @@ size_t secure_large_size(const void *ptr, const char *call)
 		return run_check(p, h, call, SECURE_NO_SIZE);
 	}
 	struct region *r = huge_of(p);
+	if (!r && !pcpm_owns(p)) /* glibc's block (RTLD_DEEPBIND plugin, __libc_malloc) */
+		return pcpm_foreign_usable(p, call);
 	if (!r)
 		pcpm_bad_pointer(call, p);
 	if (huge_state(r) != HUGE_LIVE)

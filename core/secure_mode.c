@@ -570,6 +570,8 @@ static void *__realloc(char *p, size_t size)
 				return secure_arm_header(b.slot, size, SECURE_HDR);
 			return secure_arm(b.slot, b.size, size, SECURE_HDR);
 		}
+	} else if (!pg && !secure_is_zero_block(p) && !pcpm_owns(p)) {
+		return pcpm_foreign_realloc(p, size); /* glibc's block stays glibc's */
 	} else if (size > SECURE_SMALL_MAX && !secure_is_zero_block(p)) {
 		void *q = secure_large_resize(p, size);
 		if (q)

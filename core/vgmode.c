@@ -255,8 +255,10 @@ static void *__vg_realloc(void *p, size_t size)
 		old = pcpm_vg_block_size(p, usable); /* 0 for a block already freed */
 	} else if (pcpm_is_early(p)) { /* served before the start: moves out of the area */
 		old = pcpm_early_usable(p, "realloc");
+	} else if (!pg && !pcpm_owns(p)) {
+		return pcpm_foreign_realloc(p, size); /* glibc's block stays glibc's */
 	} else {
-		dfl_free_slow(p, pg, "realloc"); /* aborts: no block of pcpmalloc's */
+		dfl_free_slow(p, pg, "realloc"); /* aborts: no live block of pcpmalloc's */
 		return NULL;
 	}
 	void *q = vg_malloc(size);
