@@ -27,6 +27,15 @@
  * frees reach frozen slabs), and after malloc_trim every slab those rounds made is gone
  * again and mallinfo counts what it counted before: frozen slabs are unfrozen, their
  * freelists and uncarved tails accounted.
+ *
+ * depot: a CPU keeps at most two chains of a class on its sheaves and its surplus goes to
+ * its node's depot (depot.c), which the node's other CPUs take before they carve new objects.
+ * 8 threads, one after the other, each on its own CPU slot, allocate 256 blocks of 8 KiB,
+ * write them, free them and exit.  After the first, its sheaves hold at most two chains
+ * (4 objects each: 64 KiB) and the depot holds most of the rest; the 8 threads together add
+ * at most 8 MiB of resident memory (2 MiB live at a time, 2 nodes in the topology: a thread
+ * on either carves only what its node's depot cannot give).  Before, each slot kept its 256
+ * blocks on its own sheaves: 16 MiB and more.
  */
 #include "testutil.h"
 
@@ -184,13 +193,52 @@ static void cpuslab(void)
 	CHECK(used1 <= used0 + (64 << 10));
 }
 
+enum { DEPOT_THREADS = 8, DEPOT_OBJS = 256, DEPOT_SIZE = 8192 };
+
+static void *depot_worker(void *arg)
+{
+	(void)arg;
+	static void *v[DEPOT_OBJS];
+	for (int i = 0; i < DEPOT_OBJS; i++) {
+		CHECK((v[i] = malloc(DEPOT_SIZE)) != NULL);
+		memset(v[i], 0x5a, DEPOT_SIZE);
+	}
+	for (int i = 0; i < DEPOT_OBJS; i++)
+		free(v[i]);
+	return NULL;
+}
+
+static void depot(void)
+{
+	malloc_trim(0);
+	long long rss0 = tu_rss_bytes(), sheaf = 0, depot = 0;
+	for (int i = 0; i < DEPOT_THREADS; i++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, depot_worker, NULL) == 0);
+		CHECK(pthread_join(t, NULL) == 0);
+		if (i == 0) {
+			sheaf = tu_stat("sheaf_bytes");
+			depot = tu_stat("depot_bytes");
+		}
+	}
+	long long grown = tu_rss_bytes() - rss0;
+	printf("depot: after one thread %lld KiB on sheaves, %lld KiB in depots; %d threads grew "
+	       "RSS by %lld KiB\n", sheaf >> 10, depot >> 10, DEPOT_THREADS, grown >> 10);
+	fflush(stdout);
+	CHECK(sheaf <= 2 * 4 * DEPOT_SIZE + (64 << 10)); /* two chains, and a few small objects */
+	CHECK(depot >= (DEPOT_OBJS / 2) * (long long)DEPOT_SIZE);
+	CHECK(grown <= 8 * (long long)TU_MIB);
+}
+
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_sheaf");
 	tu_watchdog(60);
-	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: all) */
+	/* argv[1]: "edge", "cpuslab", "depot" or "decay" runs one case (meson passes the
+	 * mode: all) */
 	tu_run_cases(argc, argv, (const struct tu_case[]){
-		{"edge", edge}, {"cpuslab", cpuslab}, {"decay", decay}, {NULL, NULL}});
+		{"edge", edge}, {"cpuslab", cpuslab}, {"depot", depot}, {"decay", decay},
+		{NULL, NULL}});
 	printf("test_sheaf: ok\n");
 	return 0;
 }
