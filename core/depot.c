@@ -39,7 +39,8 @@ void pcpm_depot_init(void)
 {
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		uint32_t k = MAX(DEPOT_BYTES / pcpm_class_size[c], (uint32_t)DEPOT_MIN);
-		/* a few CPUs share their surplus through their two slots' sheaves already */
+		/* a few CPUs share their surplus through their two slots' sheaves already
+		 * (depot_setup relies on this rule) */
 		pcpm_depot_chunk[c] =
 			(uint16_t)(pcpm_nr_cpus > 4 && 2 * k <= pcpm_sheaf_cap[c] ? k : 0);
 	}
@@ -52,6 +53,8 @@ static inline struct node_depot *depot_of(int node)
 
 PCPM_COLD bool depot_setup(int node)
 {
+	if (pcpm_nr_cpus <= 4)
+		return true; /* no class has a depot (pcpm_depot_init) */
 	struct node_depot *d = atomic_load_explicit(&depots[node], memory_order_relaxed);
 	if (!d && (d = pcpm_meta_alloc(sizeof(*d))))
 		atomic_store_explicit(&depots[node], d, memory_order_release);
