@@ -1,6 +1,8 @@
 /*
  * sheaf.c - the per-CPU level of the slab layer (see sheaf.h; Linux 6.18's
- * slub_percpu_sheaves, kernel-pcp.md §7.2, §12.6).  Calls barn (the node barns, barn.c),
+ * slub_percpu_sheaves, kernel-pcp.md §7.2, §12.6).  Calls depot (the node depots of
+ * free-object chains, depot.c: above 4 CPUs a CPU keeps two chains a class, the node shares
+ * the rest), barn (the node barns, barn.c),
  * slab (the kmem_cache level below), pcp (the current CPU and its node), config (the decay
  * period) and arena (metadata).
  *
