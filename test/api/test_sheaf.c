@@ -35,7 +35,10 @@
  * (4 objects each: 64 KiB) and the depot holds most of the rest; the 8 threads together add
  * at most 8 MiB of resident memory (2 MiB live at a time, 2 nodes in the topology: a thread
  * on either carves only what its node's depot cannot give).  Before, each slot kept its 256
- * blocks on its own sheaves: 16 MiB and more.
+ * blocks on its own sheaves: 16 MiB and more.  Then 8 threads at once, 5 rounds: each
+ * allocates 1000 blocks of 8-32 KiB, tags them, and frees the next thread's after checking its
+ * tags (chains of both nodes move through the depots while CPUs trim and fill); after
+ * malloc_trim the depots hold nothing and mallinfo counts in use what it counted before.
  */
 #include "testutil.h"
 
@@ -208,6 +211,35 @@ static void *depot_worker(void *arg)
 	return NULL;
 }
 
+enum { POOL_THREADS = 8, POOL_OBJS = 1000 };
+static unsigned char *pool_objs[POOL_THREADS][POOL_OBJS];
+static size_t pool_size[POOL_THREADS][POOL_OBJS];
+
+static void *pool_worker(void *arg)
+{
+	long me = (long)arg, next = (me + 1) % POOL_THREADS;
+	uint64_t seed = (uint64_t)me * 0x9e3779b97f4a7c15ULL + 1;
+	for (int r = 0; r < 5; r++) {
+		for (int i = 0; i < POOL_OBJS; i++) {
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			size_t n = 8192 + (size_t)(seed >> 33) % (32768 - 8192 + 1);
+			unsigned char *b = malloc(n);
+			CHECK(b != NULL);
+			b[0] = b[n - 1] = (unsigned char)(me * 31 + i);
+			pool_objs[me][i] = b;
+			pool_size[me][i] = n;
+		}
+		pthread_barrier_wait(&bar);
+		for (int i = 0; i < POOL_OBJS; i++) { /* the next thread's */
+			unsigned char *b = pool_objs[next][i], tag = (unsigned char)(next * 31 + i);
+			CHECK(b[0] == tag && b[pool_size[next][i] - 1] == tag);
+			free(b);
+		}
+		pthread_barrier_wait(&bar);
+	}
+	return NULL;
+}
+
 static void depot(void)
 {
 	malloc_trim(0);
@@ -228,6 +260,26 @@ static void depot(void)
 	CHECK(sheaf <= 2 * 4 * DEPOT_SIZE + (64 << 10)); /* two chains, and a few small objects */
 	CHECK(depot >= (DEPOT_OBJS / 2) * (long long)DEPOT_SIZE);
 	CHECK(grown <= 8 * (long long)TU_MIB);
+
+	malloc_trim(0);
+	size_t used0 = mallinfo2().uordblks;
+	pthread_t t[POOL_THREADS];
+	CHECK(pthread_barrier_init(&bar, NULL, POOL_THREADS) == 0);
+	for (long i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, pool_worker, (void *)i) == 0);
+	for (int i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	CHECK(pthread_barrier_destroy(&bar) == 0);
+	long long pooled = tu_stat("depot_bytes");
+	malloc_trim(0);
+	size_t used1 = mallinfo2().uordblks;
+	printf("depot: 8 threads passing 8-32 KiB blocks: %lld KiB in depots, 0 after malloc_trim: "
+	       "%lld; in use %zu KiB before, %zu KiB after\n", pooled >> 10, tu_stat("depot_bytes"),
+	       used0 >> 10, used1 >> 10);
+	fflush(stdout);
+	CHECK(pooled > 0);
+	CHECK(tu_stat("depot_bytes") == 0);
+	CHECK(used1 <= used0 + (64 << 10));
 }
 
 int main(int argc, char **argv)
