@@ -1,6 +1,8 @@
 /*
  * sheaf.c - the per-CPU level of the slab layer (see sheaf.h; Linux 6.18's
- * slub_percpu_sheaves, kernel-pcp.md §7.2, §12.6).  Calls barn (the node barns, barn.c),
+ * slub_percpu_sheaves, kernel-pcp.md §7.2, §12.6).  Calls depot (the node depots of
+ * free-object chains, depot.c: above 4 CPUs a CPU keeps two chains a class, the node shares
+ * the rest), barn (the node barns, barn.c),
  * slab (the kmem_cache level below), pcp (the current CPU and its node), config (the decay
  * period) and arena (metadata).
  *
@@ -34,6 +36,7 @@
 #include "sheaf.h"
 #include "barn.h"
 #include "config.h"
+#include "depot.h"
 #include "slab_cpu.h"
 #include "topology.h"
 
@@ -155,6 +158,7 @@ void pcpm_sheaf_init(bool on)
 				   INBOX_BYTES / pcpm_class_size[c]);
 	}
 	pcpm_barn_init();
+	pcpm_depot_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 }
@@ -187,6 +191,8 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 			sc = pcpm_os_map(ALIGN_UP(sizeof(*sc), PAGE_SIZE), PAGE_SIZE);
 		else
 			sc = pcpm_meta_alloc(sizeof(*sc));
+		if (sc && !depot_setup(pcp_cpu_node(cpu)))
+			sc = NULL; /* (a slot's sheaves are never freed: a few bytes lost) */
 		if (sc) {
 			atomic_store_explicit(&cpu_sheaves[cpu], sc, memory_order_release);
 			atomic_fetch_add_explicit(&nr_cpu_sheaves, 1, memory_order_relaxed);
@@ -299,6 +305,8 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	/* (slab_owner names a slot once its sheaves took objects: set up before) */
 	if (atomic_load_explicit(&nr_cpu_sheaves, memory_order_relaxed) <= 1)
 		return n;
+	/* a class with a depot: only other nodes' objects go home, the node's pool the rest */
+	int node = pcpm_depot_chunk[cls] ? pcp_cpu_node(cpu) : -1;
 	for (unsigned i = 0; i < n; i++) {
 		void *o = objs[i];
 		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
@@ -307,6 +315,7 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		while (k < ng && g[k].owner != owner)
 			k++;
 		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
+		    pcp_cpu_node(owner - 1) != node &&
 		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
 		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
 			    inbox_max[cls])
@@ -320,6 +329,11 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		g[k].n++;
 	}
 	for (unsigned k = 0; k < ng; k++) {
+		/* a class with a depot: into the owner's node's, which all its CPUs share (an
+		 * inbox waits for its one owner, and an exited thread's never drains) */
+		if (node >= 0 && (fl_store(g[k].last, NULL),
+				  depot_give(pcp_cpu_node(g[k].owner - 1), cls, g[k].first, g[k].n)))
+			continue;
 		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
 		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
 		do
@@ -336,24 +350,12 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	return keep;
 }
 
-/* The next object of a chain of this CPU's objects (inbox, home), after checking o's
- * descriptor: a write after free into a waiting object could bend its link, and an object
- * that is not one of the class's aborts. */
-static inline void *home_next(void *o, unsigned cls)
-{
-	struct page *pg = pcpm_page_of(o);
-	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
-		     slab_obj_index(pg->slab_head, o) < 0))
-		pcpm_freelist_corrupt("malloc", o);
-	return fl_decode(o, "malloc");
-}
-
 /*
  * An empty main filled from this CPU's objects that came home: the home chain, else the
  * inbox taken whole (it becomes the home chain); what main cannot hold stays on the home
  * chain for the next refill (mimalloc's local_free).  pcs lock held.
  */
-static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
+static void __home_fill(struct sheaf_pcs *pcs, unsigned cls, int node)
 {
 	void *o = pcs->home;
 	uint32_t n = pcs->home_n;
@@ -364,37 +366,24 @@ static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
 		pcs_cpu(pcs, cls)->inbox_drains++;
 	}
 	struct slab_sheaf *m = pcs->main;
-	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls)) {
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = depot_next(o, cls)) {
 		m->objects[m->size++] = o;
 		n -= n > 0;
 	}
-	pcs->home = o;
+	pcs->home = o = depot_put_chain(node, cls, o, &n); /* the surplus to the node */
 	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
 }
 
 /* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
 static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 {
-	void *buf[32], *chain[2] = {
-		pcs->home,
-		atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL, memory_order_acquire)
-	};
-	unsigned nbuf = 0;
+	void *home = pcs->home;
 	pcs->home = NULL;
 	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
-	for (unsigned k = 0; k < 2; k++) {
-		for (void *o = chain[k], *next; o; o = next) {
-			next = home_next(o, cls); /* before o's link is the slab's */
-			buf[nbuf++] = o;
-			if (nbuf == 32) {
-				slab_free_bulk(cls, buf, nbuf);
-				nbuf = 0;
-			}
-		}
-	}
-	if (nbuf)
-		slab_free_bulk(cls, buf, nbuf);
+	depot_chain_release(cls, home);
+	depot_chain_release(cls, atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+							  memory_order_acquire));
 }
 
 /*
@@ -434,7 +423,9 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		m = pcs->main;
 	} else if (!m->size && (pcs->home || atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls],
 								 memory_order_relaxed))) {
-		__home_fill(pcs, cls);
+		__home_fill(pcs, cls, node);
+	} else if (!m->size && depot_fill(node, cls, m)) {
+		/* a chain of the node's depot: other CPUs' surplus, before the barn's lock */
 	} else if (!m->size) {
 		/* one sheaf for one: the CPU keeps an empty and a full one, the middle of its
 		 * window; two when its last exchange was an allocation too (a producer, which
@@ -465,6 +456,7 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 	unsigned got = MIN(want, m->size);
 	m->size -= got;
 	memcpy(objs, &m->objects[m->size], got * sizeof(void *));
+	depot_trim(node, cls, m); /* (a home fill or a barn's sheaf may leave a surplus) */
 	pcs_note_low(pcs);
 	pcpm_unlock(&pcs->lock);
 	return got;
@@ -513,6 +505,7 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 	}
 	memcpy(&m->objects[m->size], objs, n * sizeof(void *));
 	m->size += n;
+	depot_trim(node, cls, m);
 	pcpm_unlock(&pcs->lock);
 }
 
@@ -563,7 +556,7 @@ static void sheaf_release_all(bool all)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++)
 			pcs_release(&sc->pcs[c], c, all);
 	}
-	uint64_t freed = barn_release_all(all);
+	uint64_t freed = barn_release_all(all) + depot_release_all(all);
 	if (!all)
 		__atomic_fetch_add(&decayed, freed, __ATOMIC_RELAXED);
 }
@@ -604,7 +597,7 @@ bool sheaf_pending(void)
 				return true;
 		}
 	}
-	return barn_pending();
+	return barn_pending() || depot_pending();
 }
 
 static bool sheaf_has(const struct slab_sheaf *s, const void *p)
@@ -627,14 +620,14 @@ bool sheaf_holds(unsigned cls, const void *p)
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
 		/* the home chain, and the inbox: stable below its head while the lock keeps its
 		 * owner from taking it; pushes only add in front */
-		for (void *o = pcs->home; o && !found; o = home_next(o, cls))
+		for (void *o = pcs->home; o && !found; o = depot_next(o, cls))
 			found = o == p;
 		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
-		     o && !found; o = home_next(o, cls))
+		     o && !found; o = depot_next(o, cls))
 			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
-	return found || barn_holds(cls, p);
+	return found || barn_holds(cls, p) || depot_holds(cls, p);
 }
 
 size_t sheaf_cached_bytes(bool nowait)
@@ -661,7 +654,7 @@ size_t sheaf_cached_bytes(bool nowait)
 			bytes += n * pcpm_class_size[c];
 		}
 	}
-	return bytes + barn_cached_bytes(nowait);
+	return bytes + barn_cached_bytes(nowait) + depot_cached_bytes();
 }
 
 void sheaf_stats_add(struct pcpm_stats *s)
@@ -692,6 +685,7 @@ void sheaf_stats_add(struct pcpm_stats *s)
 		}
 	}
 	s->barn_bytes += barn_cached_bytes(pcpm_nested());
+	s->depot_bytes += depot_cached_bytes();
 	s->sheaf_decayed += __atomic_load_n(&decayed, __ATOMIC_RELAXED);
 	barn_stats_add(s);
 }

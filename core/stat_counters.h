@@ -59,6 +59,7 @@
 	X(sheaf_home_bytes)	/* now: objects come home, waiting on home chains and inboxes */  \
 	X(cpu_slab_bytes)	/* now: the CPU slabs' uncarved tails (bytes, never written) */    \
 	X(barn_bytes)		/* now: free objects on the barns' full sheaves (bytes) */         \
+	X(depot_bytes)		/* now: free objects in the node depots' chains (bytes)   */         \
 	X(large_alloc)		/* page-run allocations (above the slab range) */                 \
 	X(huge_alloc)		/* direct mmap allocations (above 4 MiB) */                        \
 	X(huge_cache_hits)	/* huge allocations served from the reuse cache */                 \

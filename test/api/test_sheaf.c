@@ -27,6 +27,18 @@
  * frees reach frozen slabs), and after malloc_trim every slab those rounds made is gone
  * again and mallinfo counts what it counted before: frozen slabs are unfrozen, their
  * freelists and uncarved tails accounted.
+ *
+ * depot: a CPU keeps at most two chains of a class on its sheaves and its surplus goes to
+ * its node's depot (depot.c), which the node's other CPUs take before they carve new objects.
+ * 8 threads, one after the other, each on its own CPU slot, allocate 256 blocks of 8 KiB,
+ * write them, free them and exit.  After the first, its sheaves hold at most two chains
+ * (4 objects each: 64 KiB) and the depot holds most of the rest; the 8 threads together add
+ * at most 8 MiB of resident memory (2 MiB live at a time, 2 nodes in the topology: a thread
+ * on either carves only what its node's depot cannot give).  Before, each slot kept its 256
+ * blocks on its own sheaves: 16 MiB and more.  Then 8 threads at once, 5 rounds: each
+ * allocates 1000 blocks of 8-32 KiB, tags them, and frees the next thread's after checking its
+ * tags (chains of both nodes move through the depots while CPUs trim and fill); after
+ * malloc_trim the depots hold nothing and mallinfo counts in use what it counted before.
  */
 #include "testutil.h"
 
@@ -184,13 +196,101 @@ static void cpuslab(void)
 	CHECK(used1 <= used0 + (64 << 10));
 }
 
+enum { DEPOT_THREADS = 8, DEPOT_OBJS = 256, DEPOT_SIZE = 8192 };
+
+static void *depot_worker(void *arg)
+{
+	(void)arg;
+	static void *v[DEPOT_OBJS];
+	for (int i = 0; i < DEPOT_OBJS; i++) {
+		CHECK((v[i] = malloc(DEPOT_SIZE)) != NULL);
+		memset(v[i], 0x5a, DEPOT_SIZE);
+	}
+	for (int i = 0; i < DEPOT_OBJS; i++)
+		free(v[i]);
+	return NULL;
+}
+
+enum { POOL_THREADS = 8, POOL_OBJS = 1000 };
+static unsigned char *pool_objs[POOL_THREADS][POOL_OBJS];
+static size_t pool_size[POOL_THREADS][POOL_OBJS];
+
+static void *pool_worker(void *arg)
+{
+	long me = (long)arg, next = (me + 1) % POOL_THREADS;
+	uint64_t seed = (uint64_t)me * 0x9e3779b97f4a7c15ULL + 1;
+	for (int r = 0; r < 5; r++) {
+		for (int i = 0; i < POOL_OBJS; i++) {
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			size_t n = 8192 + (size_t)(seed >> 33) % (32768 - 8192 + 1);
+			unsigned char *b = malloc(n);
+			CHECK(b != NULL);
+			b[0] = b[n - 1] = (unsigned char)(me * 31 + i);
+			pool_objs[me][i] = b;
+			pool_size[me][i] = n;
+		}
+		pthread_barrier_wait(&bar);
+		for (int i = 0; i < POOL_OBJS; i++) { /* the next thread's */
+			unsigned char *b = pool_objs[next][i], tag = (unsigned char)(next * 31 + i);
+			CHECK(b[0] == tag && b[pool_size[next][i] - 1] == tag);
+			free(b);
+		}
+		pthread_barrier_wait(&bar);
+	}
+	return NULL;
+}
+
+static void depot(void)
+{
+	malloc_trim(0);
+	long long rss0 = tu_rss_bytes(), sheaf = 0, depot = 0;
+	for (int i = 0; i < DEPOT_THREADS; i++) {
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, depot_worker, NULL) == 0);
+		CHECK(pthread_join(t, NULL) == 0);
+		if (i == 0) {
+			sheaf = tu_stat("sheaf_bytes");
+			depot = tu_stat("depot_bytes");
+		}
+	}
+	long long grown = tu_rss_bytes() - rss0;
+	printf("depot: after one thread %lld KiB on sheaves, %lld KiB in depots; %d threads grew "
+	       "RSS by %lld KiB\n", sheaf >> 10, depot >> 10, DEPOT_THREADS, grown >> 10);
+	fflush(stdout);
+	CHECK(sheaf <= 2 * 4 * DEPOT_SIZE + (64 << 10)); /* two chains, and a few small objects */
+	CHECK(depot >= (DEPOT_OBJS / 2) * (long long)DEPOT_SIZE);
+	CHECK(grown <= 8 * (long long)TU_MIB);
+
+	malloc_trim(0);
+	size_t used0 = mallinfo2().uordblks;
+	pthread_t t[POOL_THREADS];
+	CHECK(pthread_barrier_init(&bar, NULL, POOL_THREADS) == 0);
+	for (long i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_create(&t[i], NULL, pool_worker, (void *)i) == 0);
+	for (int i = 0; i < POOL_THREADS; i++)
+		CHECK(pthread_join(t[i], NULL) == 0);
+	CHECK(pthread_barrier_destroy(&bar) == 0);
+	long long pooled = tu_stat("depot_bytes");
+	malloc_trim(0);
+	size_t used1 = mallinfo2().uordblks;
+	printf("depot: 8 threads passing 8-32 KiB blocks: %lld KiB in depots, 0 after malloc_trim: "
+	       "%lld; in use %zu KiB before, %zu KiB after\n", pooled >> 10, tu_stat("depot_bytes"),
+	       used0 >> 10, used1 >> 10);
+	fflush(stdout);
+	CHECK(pooled > 0);
+	CHECK(tu_stat("depot_bytes") == 0);
+	CHECK(used1 <= used0 + (64 << 10));
+}
+
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_sheaf");
 	tu_watchdog(60);
-	/* argv[1]: "edge", "cpuslab" or "decay" runs one case (meson passes the mode: all) */
+	/* argv[1]: "edge", "cpuslab", "depot" or "decay" runs one case (meson passes the
+	 * mode: all) */
 	tu_run_cases(argc, argv, (const struct tu_case[]){
-		{"edge", edge}, {"cpuslab", cpuslab}, {"decay", decay}, {NULL, NULL}});
+		{"edge", edge}, {"cpuslab", cpuslab}, {"depot", depot}, {"decay", decay},
+		{NULL, NULL}});
 	printf("test_sheaf: ok\n");
 	return 0;
 }
