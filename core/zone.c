@@ -96,8 +96,9 @@ static void zone_release(struct zone *z, struct page *pg, unsigned order, uint8_
 	z->managed_pages += 1UL << order;
 }
 
-/* A piece of committed memory a grower took to publish: a whole MAX_PAGE_ORDER block of the
- * committed chunk, or a piece of the young block (young: merged like a freed block). */
+/* A piece of committed memory a grower took to publish: up to ZONE_GROW_PIECE whole
+ * MAX_PAGE_ORDER blocks of the committed chunk, or a piece of the young block (young: merged
+ * like a freed block). */
 struct zone_piece {
 	struct page *first;
 	size_t pages;
@@ -119,8 +120,12 @@ static bool zone_take_piece(struct zone *z, struct zone_piece *p)
 	}
 	if (z->grow_next == z->grow_end)
 		return false;
-	*p = (struct zone_piece){ z->grow_next, 1UL << MAX_PAGE_ORDER, z->grow_arena, false };
-	z->grow_next += 1UL << MAX_PAGE_ORDER;
+	/* half of what is left (rounded up), so that the growers who ran dry with this one
+	 * find blocks of the same chunk rather than commit chunks of their own */
+	size_t left = (size_t)(z->grow_end - z->grow_next) >> MAX_PAGE_ORDER;
+	size_t n = MIN((left + 1) / 2, ZONE_GROW_PIECE) << MAX_PAGE_ORDER;
+	*p = (struct zone_piece){ z->grow_next, n, z->grow_arena, false };
+	z->grow_next += n;
 	return true;
 }
 
@@ -139,16 +144,20 @@ static void __zone_publish_piece(struct zone *z, const struct zone_piece *p)
 		z->pgfree_zone -= p->pages;
 		return;
 	}
-	if (unlikely(pcpm_vg) && p->first == p->arena->desc) {
-		/* memcheck mode: the arena header points at page 0; a block there would never
-		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form. */
-		z->managed_pages += p->pages;
-		p->first[1].arena = idx; /* __free_pages_range finds the arena */
-		__free_pages_range(z, p->first + 1, p->pages - 1, 0);
-		z->pgfree_zone -= p->pages - 1;
-		return;
+	for (size_t i = 0; i < p->pages; i += 1UL << MAX_PAGE_ORDER) {
+		struct page *pg = p->first + i;
+		if (unlikely(pcpm_vg) && pg == p->arena->desc) {
+			/* memcheck mode: the arena header points at page 0; a block there would
+			 * never look leaked.  Pages 1.. go in as the largest aligned blocks. */
+			size_t n = 1UL << MAX_PAGE_ORDER;
+			z->managed_pages += n;
+			pg[1].arena = idx; /* __free_pages_range finds the arena */
+			__free_pages_range(z, pg + 1, n - 1, 0);
+			z->pgfree_zone -= n - 1;
+			continue;
+		}
+		zone_release(z, pg, MAX_PAGE_ORDER, idx);
 	}
-	zone_release(z, p->first, MAX_PAGE_ORDER, idx);
 }
 
 /* add_memory's end: the chunk zone_grow_prepare committed becomes blocks to take; the zone's

@@ -21,6 +21,11 @@
 /* The first MAX_PAGE_ORDER block of a zone goes to its buddy as an order-ZONE_YOUNG_ORDER
  * block and then the buddies of it, each when needed (__zone_grow in zone.c). */
 #define ZONE_YOUNG_ORDER 6
+/* At most this many MAX_PAGE_ORDER blocks a grower takes from a committed chunk at once
+ * (16 MiB: 64 page faults of descriptors, no lock held; __zone_grow), and at most half of
+ * what is left: each piece costs its grower one more zone lock acquisition (publishing it),
+ * and one block per piece added 4 per 16 MiB of growth. */
+#define ZONE_GROW_PIECE 4UL
 
 /*
  * Free blocks of one order, on two lists by residency (PG_DIRTY): allocation takes resident
