@@ -6,6 +6,7 @@
  * program touches them.  Calls the pcp, zone and huge layers.
  */
 #include "large.h"
+#include "zone_purge.h"
 #include "os.h"
 
 void *large_alloc(size_t size, size_t align, bool *run)
@@ -46,6 +47,7 @@ static void large_free_pages(struct page *pg, size_t np)
 		return;
 	}
 	zone_free_run(page_zone(pg), pg, np);
+	zone_free_done(page_zone(pg));
 }
 
 void large_free(struct page *pg)
@@ -74,6 +76,7 @@ bool large_resize(struct page *pg, size_t nnp)
 		tail->flags = pg->flags;
 		tail->arena = pg->arena;
 		zone_free_run(page_zone(pg), tail, np - nnp);
+		zone_free_done(page_zone(pg));
 	}
 	return true;
 }

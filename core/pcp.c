@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "pcp.h"
 #include "config.h"
+#include "zone_purge.h"
 #include "topology.h"
 #include "sizing.h"
 #include "os.h"
@@ -244,8 +245,7 @@ static void free_pcppages_bulk(struct zone *z, struct per_cpu_pages *pcp, int co
 		} while (count > 0 && !list_empty(&pcp->lists[p]));
 	}
 	zone_unlock(z);
-	zone_balance_dirty(z);
-	zone_note_free();
+	zone_free_done(z);
 }
 
 /* Drains in chunks of batch pages, one zone-lock hold each ([new] mainline behaviour). */
@@ -509,6 +509,7 @@ void pcp_free_bulk(unsigned order, int count, struct page **pages)
 		for (j = i + 1; j < count && page_zone(pages[j]) == z; j++)
 			;
 		zone_free_bulk(z, order, j - i, pages + i);
+		zone_free_done(z);
 	}
 }
 
@@ -554,12 +555,14 @@ void pcp_free(struct page *pg, unsigned order)
 	pg->flags |= PG_DIRTY;
 	if (order > PAGE_ALLOC_COSTLY_ORDER) {
 		zone_free_pages(z, pg, order);
+		zone_free_done(z);
 		return;
 	}
 	struct per_cpu_pages *pcp = zone_pcp(z, pcp_cpu());
 	if (unlikely(!pcpm_trylock(&pcp->lock))) {
 		atomic_fetch_add_explicit(&pcp->lock_contended, 1, memory_order_relaxed);
 		zone_free_pages(z, pg, order);
+		zone_free_done(z);
 		return;
 	}
 	/* free_frozen_page_commit() */

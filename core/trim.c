@@ -5,6 +5,7 @@
  * area.
  */
 #include "trim.h"
+#include "zone_purge.h"
 #include "huge.h"
 #include "tcache.h"
 #include "early.h"

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "vmstat.h"
 #include "config.h"
+#include "zone_purge.h"
 #include "huge.h"
 #include "sheaf.h"
 #include "topology.h"

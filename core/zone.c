@@ -1,7 +1,7 @@
 /*
  * zone.c - the buddy allocator (see zone.h; kernel-pcp.md §4.3 "buddy basics", §12.1).
- * Calls zone_grow.c (the system calls of a growth, with the zone lock dropped), the arena
- * layer (descriptors) and os.c (purge); called by pcp, large and the periodic work.
+ * Calls zone_grow.c (the system calls of a growth, with the zone lock dropped) and the arena
+ * layer (descriptors); called by zone_purge.c, pcp, large and the periodic work.
  */
 #include "zone.h"
 #include "config.h"
@@ -81,15 +81,6 @@ static inline void add_free(struct zone *z, struct page *pg, unsigned order, boo
 		z->dirty_pages += 1UL << order;
 }
 
-static inline void del_free(struct zone *z, struct page *pg, unsigned order)
-{
-	list_del(&pg->lru);
-	z->free_area[order].nr_free--;
-	z->free_pages -= 1UL << order;
-	if (pg->flags & PG_DIRTY)
-		z->dirty_pages -= 1UL << order;
-	pg->state = PG_NONE;
-}
 
 /*
  * The zone's first MAX_PAGE_ORDER block goes to the buddy in pieces, as the kernel's
@@ -97,7 +88,8 @@ static inline void del_free(struct zone *z, struct page *pg, unsigned order)
  * order-ZONE_YOUNG_ORDER block at its start, then its buddies of orders ZONE_YOUNG_ORDER,
  * ZONE_YOUNG_ORDER + 1, ... MAX_PAGE_ORDER - 1, each when the free lists run dry.  Splitting the
  * whole block at the first refill wrote the heads at +64, +128, +256, +512 pages: 4 pages
- * of descriptors, 4 page faults in every process, that a shell never needs.
+ * of descriptors, 4 page faults in every process, that a shell never needs.  Later blocks go
+ * in whole (zone_release: at the tail, freed_ms 0).
  */
 static void zone_release(struct zone *z, struct page *pg, unsigned order, uint8_t arena)
 {
@@ -107,51 +99,85 @@ static void zone_release(struct zone *z, struct page *pg, unsigned order, uint8_
 	z->managed_pages += 1UL << order;
 }
 
-/* The next deferred piece of the young block goes to the buddy.  Both locks held. */
-static void __zone_grow_young(struct zone *z)
+/* A piece of committed memory a grower took to publish: up to ZONE_GROW_PIECE whole
+ * MAX_PAGE_ORDER blocks of the committed chunk, or a piece of the young block (young: merged
+ * like a freed block). */
+struct zone_piece {
+	struct page *first;
+	size_t pages;
+	struct arena *arena;
+	bool young;
+};
+
+/* Takes the next piece to publish (the young block's first, its next piece, or the chunk's
+ * next block), in address order.  Zone lock held.  False when none is left. */
+static bool zone_take_piece(struct zone *z, struct zone_piece *p)
 {
-	/* merged with its free buddies like a freed block: once all pieces are in and free,
-	 * the block is whole again (not counted as a free: pgfree_zone) */
-	size_t off = z->young_off;
-	unsigned order = (unsigned)__builtin_ctzl(off);
-	struct page *pg = z->young + off;
-	pg->arena = z->young->arena;
-	z->managed_pages += 1UL << order;
-	__free_one_page(z, pg, order, 0);
-	z->pgfree_zone -= 1UL << order;
-	z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
+	if (z->young_off || z->young_head) {
+		size_t off = z->young_head ? 0 : z->young_off;
+		unsigned order = off ? (unsigned)__builtin_ctzl(off) : ZONE_YOUNG_ORDER;
+		*p = (struct zone_piece){ z->young + off, 1UL << order, z->young_arena, true };
+		z->young_head = false;
+		z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
+		return true;
+	}
+	if (z->grow_next == z->grow_end)
+		return false;
+	/* half of what is left (rounded up), so that the growers who ran dry with this one
+	 * find blocks of the same chunk rather than commit chunks of their own */
+	size_t left = (size_t)(z->grow_end - z->grow_next) >> MAX_PAGE_ORDER;
+	size_t n = MIN((left + 1) / 2, ZONE_GROW_PIECE) << MAX_PAGE_ORDER;
+	*p = (struct zone_piece){ z->grow_next, n, z->grow_arena, false };
+	z->grow_next += n;
+	return true;
 }
 
-/* online_pages: a chunk zone_grow_prepare committed goes onto free_area[MAX_PAGE_ORDER] in
- * address order (growth adds at the tail: low addresses are used first).  Both locks held;
- * no system call and no first touch: its head descriptors were touched outside. */
-static void __zone_grow_publish(struct zone *z, const struct zone_chunk *c)
+/* online_pages for one piece whose descriptors were faulted in outside: a block goes onto
+ * free_area[MAX_PAGE_ORDER] at the tail (untouched memory is used last); a young piece merges
+ * with its free buddies like a freed block, so once all of them are in and free the block
+ * is whole again (neither is counted as a free: pgfree_zone).  Zone lock held. */
+static void __zone_publish_piece(struct zone *z, const struct zone_piece *p)
 {
-	struct page *first = c->first;
-	size_t n = c->pages;
-	uint8_t idx = (uint8_t)c->arena->idx;
+	uint8_t idx = (uint8_t)p->arena->idx;
+	if (p->young) {
+		p->first->arena = idx;
+		unsigned order = (unsigned)__builtin_ctzl(p->pages);
+		z->managed_pages += p->pages;
+		__free_one_page(z, p->first, order, 0);
+		z->pgfree_zone -= p->pages;
+		return;
+	}
+	for (size_t i = 0; i < p->pages; i += 1UL << MAX_PAGE_ORDER) {
+		struct page *pg = p->first + i;
+		if (unlikely(pcpm_vg) && pg == p->arena->desc) {
+			/* memcheck mode: the arena header points at page 0; a block there would
+			 * never look leaked.  Pages 1.. go in as the largest aligned blocks. */
+			size_t n = 1UL << MAX_PAGE_ORDER;
+			z->managed_pages += n;
+			__free_pages_range(z, p->arena, (size_t)(pg - p->arena->desc) + 1, n - 1,
+					   pg[1].flags, 0);
+			z->pgfree_zone -= n - 1;
+			continue;
+		}
+		zone_release(z, pg, MAX_PAGE_ORDER, idx);
+	}
+}
+
+/* add_memory's end: the chunk zone_grow_prepare committed becomes blocks to take; the zone's
+ * first one is its young block (far guards: none, its pieces would be split without
+ * guards).  Both locks held. */
+static void __zone_grow_commit(struct zone *z, const struct zone_chunk *c)
+{
 	z->zone_grow++;
-	/* (far guards: no young block, its pieces would be split without guards) */
-	if (z->managed_pages == 0 && !pcpm_vg && !z->max_pages && !z->far_guard) {
-		zone_release(z, first, ZONE_YOUNG_ORDER, idx);
-		z->young = first;
-		z->young_off = 1UL << ZONE_YOUNG_ORDER;
-		for (size_t i = 1UL << MAX_PAGE_ORDER; i < n; i += 1UL << MAX_PAGE_ORDER)
-			zone_release(z, first + i, MAX_PAGE_ORDER, idx);
-		return;
+	z->grow_arena = c->arena;
+	z->grow_next = c->first;
+	z->grow_end = c->first + c->pages;
+	if (z->managed_pages == 0 && !z->young_off && !z->young_head && !pcpm_vg && !z->max_pages && !z->far_guard) {
+		z->young = c->first;
+		z->young_arena = c->arena; /* (its head's descriptor says so only once published) */
+		z->young_head = true;
+		z->grow_next += 1UL << MAX_PAGE_ORDER;
 	}
-	if (unlikely(pcpm_vg) && first == c->arena->desc) {
-		/* memcheck mode: the arena header points at page 0; a block there would never
-		 * look leaked.  Pages 1.. go in as the largest aligned blocks they form (the
-		 * first touch of their heads' descriptors stays here: a debugging run). */
-		z->managed_pages += n;
-		__free_pages_range(z, c->arena, (size_t)(first - c->arena->desc) + 1, n - 1,
-				   first[1].flags, 0);
-		z->pgfree_zone -= n - 1;
-		return;
-	}
-	for (size_t i = 0; i < n; i += 1UL << MAX_PAGE_ORDER)
-		zone_release(z, first + i, MAX_PAGE_ORDER, idx);
 }
 
 void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
@@ -159,10 +185,20 @@ void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
 bool __zone_grow(struct zone *z)
 {
 	struct zone_grower *g = &z->grower;
-	/* the young block's pieces are committed already: max_pages does not stop them */
-	struct page *young = z->young_off ? z->young + z->young_off : NULL;
-	size_t young_pages = z->young_off ? 1UL << __builtin_ctzl(z->young_off) : 0;
-	if (!young && z->max_pages && z->managed_pages >= z->max_pages)
+	struct zone_piece p;
+	if (zone_take_piece(z, &p)) {
+		/* deferred memmap init: this grower's page faults, nobody waits for them */
+		zone_unlock(z);
+		if (unlikely(pcpm_zone_grow_hook))
+			pcpm_zone_grow_hook(z, ZONE_GROW_TOUCH);
+		uint64_t t0 = pcpm_now_ns();
+		zone_grow_touch_range(p.first, p.pages);
+		__atomic_fetch_add(&g->grow_ns, pcpm_now_ns() - t0, __ATOMIC_RELAXED);
+		zone_lock(z);
+		__zone_publish_piece(z, &p);
+		return true;
+	}
+	if (z->max_pages && z->managed_pages >= z->max_pages)
 		return false; /* exhausted: the caller falls back to another node's zone */
 	uint64_t seq = g->seq;
 	struct zone_grow_req req = { .node = z->node, .os_node = z->os_node, .bind = z->bind,
@@ -171,24 +207,18 @@ bool __zone_grow(struct zone *z)
 	if (unlikely(pcpm_zone_grow_hook))
 		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
 	zone_grow_lock(g);
-	/* seq is written only under both locks: still seq here means nobody published a chunk
+	/* seq is written only under both locks: still seq here means nobody committed a chunk
 	 * since our free lists ran dry, and nobody can until we do */
 	bool mine = g->seq == seq, ok = true;
 	struct zone_chunk c = { 0 };
 	if (mine) {
 		if (unlikely(pcpm_zone_grow_hook))
 			pcpm_zone_grow_hook(z, ZONE_GROW_COMMIT);
-		if (young) /* the next deferred piece's descriptors: fault them in here */
-			zone_grow_touch_range(young, young_pages);
-		else
-			ok = zone_grow_prepare(g, &req, &c);
+		ok = zone_grow_prepare(g, &req, &c);
 	}
 	zone_lock(z);
 	if (mine && ok) {
-		if (young)
-			__zone_grow_young(z);
-		else
-			__zone_grow_publish(z, &c);
+		__zone_grow_commit(z, &c);
 		g->seq++;
 	}
 	zone_grow_unlock(g);
@@ -225,7 +255,7 @@ static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 		size_t keep = a == z->grower.arena ? MIN(free_top, (size_t)slack << 22) : 0;
 		while (nc > c - free_top + keep) {
 			struct page *pg = a->desc + ((nc - (4UL << 20)) >> PAGE_SHIFT);
-			del_free(z, pg, MAX_PAGE_ORDER);
+			__del_page_from_free_list(z, pg, MAX_PAGE_ORDER);
 			z->managed_pages -= 1UL << MAX_PAGE_ORDER;
 			nc -= 4UL << 20;
 		}
@@ -308,7 +338,7 @@ static struct page *__rmqueue_smallest(struct zone *z, unsigned order, int kind)
 			continue;
 		struct page *pg = (struct page *)l->next;
 		uint8_t flags = pg->flags;
-		del_free(z, pg, o);
+		__del_page_from_free_list(z, pg, o);
 		pg->flags = flags;
 		if (far && o == MAX_PAGE_ORDER) {
 			far_guard_split(z, pg);
@@ -364,7 +394,7 @@ void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t n
 		if (b->state != PG_BUDDY || b->order != order)
 			break;
 		flags |= b->flags;
-		del_free(z, b, order);
+		__del_page_from_free_list(z, b, order);
 		pfn &= ~(1UL << order);
 		order++;
 	}
@@ -424,8 +454,6 @@ void zone_free_bulk(struct zone *z, unsigned order, int count, struct page **pag
 	for (int i = 0; i < count; i++)
 		__free_one_page(z, pages[i], order, now);
 	zone_unlock(z);
-	zone_balance_dirty(z);
-	zone_note_free();
 }
 
 void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
@@ -435,8 +463,6 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order)
 	zone_lock(z);
 	__free_one_page(z, pg, order, now);
 	zone_unlock(z);
-	zone_balance_dirty(z);
-	zone_note_free();
 }
 
 /* Frees pages [pfn, pfn + npages) of arena a as maximal aligned blocks with the given flags
@@ -486,8 +512,6 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages)
 	zone_lock(z);
 	__free_pages_range(z, arena_of_page(pg), page_pfn(pg), npages, pg->flags, now);
 	zone_unlock(z);
-	zone_balance_dirty(z);
-	zone_note_free();
 }
 
 /* Finds the free block containing pfn: buddy blocks are aligned, so at most 11 probes. */
@@ -532,7 +556,7 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 		struct page *b = find_free_block(a, q, limit, &o);
 		size_t h = page_pfn(b), e = h + (1UL << o);
 		uint8_t flags = b->flags;
-		del_free(z, b, o);
+		__del_page_from_free_list(z, b, o);
 		z->pgalloc_zone += 1UL << o;
 		if (h < lo)
 			__free_pages_range(z, a, h, lo - h, flags, now);
@@ -543,172 +567,6 @@ bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t n
 	}
 	zone_unlock(z);
 	return true;
-}
-
-/*
- * Purging isolates dirty blocks under the zone lock (off the free lists, like the kernel's
- * MIGRATE_ISOLATE), drops the lock for the madvise calls, and frees the blocks back clean,
- * so other CPUs never wait behind a system call.
- */
-#define PURGE_BATCH 32
-
-struct isolated {
-	struct page *pg[PURGE_BATCH];
-	unsigned order[PURGE_BATCH];
-	unsigned n;
-};
-
-/* Takes up to PURGE_BATCH dirty blocks, coldest first (largest orders, list tails), that
- * are at least age_ms old, until dirty_pages <= target.  Lock held. */
-static void __isolate_dirty(struct zone *z, struct isolated *iso, uint64_t age_ms, uint64_t now,
-			    size_t target)
-{
-	iso->n = 0;
-	for (int o = MAX_PAGE_ORDER; o >= 0; o--) {
-		struct list_head *h = &z->free_area[o].free_list[FREE_DIRTY];
-		while (!list_empty(h) && iso->n < PURGE_BATCH && z->dirty_pages > target) {
-			struct page *pg = (struct page *)h->prev;
-			if (age_ms && now - pg->freed_ms < age_ms)
-				break; /* the rest of this list was freed later */
-			del_free(z, pg, (unsigned)o);
-			iso->pg[iso->n] = pg;
-			iso->order[iso->n++] = (unsigned)o;
-		}
-	}
-}
-
-/*
- * A free block's tail descriptors are never read (only heads carry state, and fresh
- * descriptors read as zero = PG_NONE), so purging a block of 128 pages or more also gives
- * back the descriptor pages after the one holding its head: 15 of the 16 pages a 4 MiB block
- * has (1.5% of the purged bytes, 16 MiB per GiB).  The descriptors of a naturally aligned
- * block of 2^order >= 64 pages start on a page boundary of the descriptor array.
- */
-#define DESC_PER_PAGE (PAGE_SIZE / sizeof(struct page))
-_Static_assert(PAGE_SIZE % sizeof(struct page) == 0, "descriptors tile pages");
-
-static void purge_block_desc(struct page *pg, unsigned order)
-{
-	size_t n = 1UL << order;
-	if (n >= 2 * DESC_PER_PAGE)
-		(void)pcpm_os_purge(pg + DESC_PER_PAGE, (n - DESC_PER_PAGE) * sizeof(struct page));
-}
-
-/*
- * madvise the isolated blocks (no lock), then free them back clean.  A block whose madvise
- * failed (EAGAIN, mlock'ed pages) keeps its contents, so it goes back dirty - calloc must
- * not take it for zeroed - and *failed tells the caller to stop this pass rather than
- * isolate the same block again and again.
- */
-static size_t purge_isolated(struct zone *z, struct isolated *iso, uint64_t now, bool *failed)
-{
-	size_t bytes = 0;
-	for (unsigned i = 0; i < iso->n; i++) {
-		if (!pcpm_os_purge(page_address(iso->pg[i]), PAGE_SIZE << iso->order[i])) {
-			pcpm_verbose("purge: madvise(%p, %lu KiB, MADV_DONTNEED) failed: errno %d",
-				     (void *)page_address(iso->pg[i]), (PAGE_SIZE << iso->order[i]) >> 10,
-				     pcpm_purge_errno);
-			*failed = true;
-			continue;
-		}
-		purge_block_desc(iso->pg[i], iso->order[i]);
-		iso->pg[i]->flags &= ~PG_DIRTY;
-		bytes += PAGE_SIZE << iso->order[i];
-	}
-	zone_lock(z);
-	for (unsigned i = 0; i < iso->n; i++) {
-		z->pgfree_zone -= 1UL << iso->order[i]; /* not a free by the program */
-		__free_one_page(z, iso->pg[i], iso->order[i], now);
-	}
-	z->purged_bytes += bytes;
-	zone_unlock(z);
-	return bytes;
-}
-
-size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks)
-{
-	uint64_t now = pcpm_now_ms();
-	size_t bytes = 0;
-	unsigned done = 0;
-	struct isolated iso;
-	bool failed = false;
-	zone_lock(z);
-	z->purge_runs++;
-	for (;;) {
-		__isolate_dirty(z, &iso, age_ms, now, 0);
-		zone_unlock(z);
-		if (!iso.n)
-			break;
-		bytes += purge_isolated(z, &iso, now, &failed);
-		done += iso.n;
-		if (failed || (max_blocks && done >= max_blocks))
-			break;
-		zone_lock(z);
-	}
-	return bytes;
-}
-
-void zone_maybe_purge(struct zone *z, uint64_t now_ms)
-{
-	/* Passes every half period purge what stayed free for half a period, so memory freed
-	 * at any moment is back within one period of the last free (issue 6, target 6), with
-	 * the background thread or at the first allocator activity after that. */
-	uint64_t half = (uint64_t)pcpm_cfg.decay_ms / 2;
-	uint64_t last = atomic_load_explicit(&z->last_purge_ms, memory_order_relaxed);
-	if (now_ms - last < half)
-		return;
-	if (!atomic_compare_exchange_strong(&z->last_purge_ms, &last, now_ms))
-		return;
-	z->in_use_peak -= z->in_use_peak >> 4; /* racy update: a hint, not an invariant */
-	/* 1024 madvise calls (4 GiB of 4 MiB blocks) bound one pass to a few milliseconds,
-	 * none of it under the zone lock; what is left waits for the next pass.  Racy first
-	 * look: with no dirty free page there is nothing to purge, and no lock is taken to
-	 * find that out; a page freed meanwhile waits for the next pass, as one freed after */
-	if (__atomic_load_n(&z->dirty_pages, __ATOMIC_RELAXED))
-		zone_purge(z, half, 1024);
-	/* under ulimit -v, free address space goes back too (glibc trims its heap top at once) */
-	if (unlikely(pcpm_as_limited))
-		zone_shrink_arenas(z);
-}
-
-/*
- * The mark follows the recent peak of memory in use, not the current use: right after a
- * burst is freed the program is likely to allocate as much again, and purging then would
- * only make it fault the pages back in.  The periodic purge returns what stays unused, and
- * the peak decays by 1/16 per pass (two passes a period), about as decay_pcp_high lowers high.
- */
-static inline size_t dirty_high(struct zone *z)
-{
-	return MAX(((size_t)pcpm_cfg.dirty_min_mb << 20) >> PAGE_SHIFT,
-		   z->in_use_peak * (size_t)pcpm_cfg.dirty_pct / 100);
-}
-
-void zone_balance_dirty(struct zone *z)
-{
-	/* racy first look: the common case costs two loads and no lock */
-	if (likely(z->dirty_pages <= dirty_high(z)))
-		return;
-	uint64_t now = pcpm_now_ms();
-	struct isolated iso;
-	zone_lock(z);
-	size_t target = dirty_high(z) / 2;
-	if (z->dirty_pages > 2 * target)
-		z->purge_runs++;
-	for (;;) {
-		if (z->dirty_pages <= target) {
-			zone_unlock(z);
-			return;
-		}
-		__isolate_dirty(z, &iso, 0, now, target);
-		zone_unlock(z);
-		if (!iso.n)
-			return;
-		bool failed = false;
-		purge_isolated(z, &iso, now, &failed);
-		if (failed)
-			return;
-		zone_lock(z);
-	}
 }
 
 _Atomic int pcpm_zone_free_waiter;

@@ -21,6 +21,11 @@
 /* The first MAX_PAGE_ORDER block of a zone goes to its buddy as an order-ZONE_YOUNG_ORDER
  * block and then the buddies of it, each when needed (__zone_grow in zone.c). */
 #define ZONE_YOUNG_ORDER 6
+/* At most this many MAX_PAGE_ORDER blocks a grower takes from a committed chunk at once
+ * (16 MiB: 64 page faults of descriptors, no lock held; __zone_grow), and at most half of
+ * what is left: each piece costs its grower one more zone lock acquisition (publishing it),
+ * and one block per piece added 4 per 16 MiB of growth. */
+#define ZONE_GROW_PIECE 4UL
 
 /*
  * Free blocks of one order, on two lists by residency (PG_DIRTY): allocation takes resident
@@ -63,10 +68,20 @@ struct zone {
 	struct free_area free_area[NR_PAGE_ORDERS];
 	size_t managed_pages;	/* pages committed into this zone and given to its buddy */
 	/* The first block's pages not yet given to the buddy (deferred_grow_zone): from
-	 * young + young_off to the end of that MAX_PAGE_ORDER block; off 0: none.  Written
-	 * under the zone lock and the grower's lock. */
+	 * young + young_off to the end of that MAX_PAGE_ORDER block; off 0: none; young_head:
+	 * its first piece is not taken yet.  Written under the zone lock. */
 	struct page *young;
+	struct arena *young_arena;
 	size_t young_off;
+	bool young_head;
+	/* Committed blocks no grower has taken yet: [grow_next, grow_end) of grow_arena, whole
+	 * MAX_PAGE_ORDER blocks, their descriptors untouched (state PG_NONE).  A grower takes
+	 * one block under the zone lock, faults its descriptors in with no lock held and
+	 * publishes it under the zone lock again (__zone_grow), so growers never wait for one
+	 * another's page faults.  Set under the zone lock and the grower's lock, taken under
+	 * the zone lock. */
+	struct page *grow_next, *grow_end;
+	struct arena *grow_arena;
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
@@ -124,19 +139,37 @@ static inline void zone_unlock(struct zone *z)
 struct page *__rmqueue(struct zone *z, unsigned order);
 
 /*
- * Growth (the kernel's memory hotplug, kernel-pcp.md §12.1): with the zone lock held on entry
- * and on return, drops it, takes the grower's lock, commits a chunk outside both the zone
- * lock and any system call under it (zone_grow.c), and publishes it on the free lists under
- * the zone lock again.  A grower that finds another one published a chunk since its lists
- * ran dry grows nothing.  True when the caller should look at the free lists again, false
- * when the zone cannot grow (max_pages, address space or memory exhausted).
+ * Growth (the kernel's memory hotplug and deferred struct page init, kernel-pcp.md §12.1),
+ * with the zone lock held on entry and on return, in two steps, each dropping the zone lock:
+ *  - a committed block nobody took yet (or the young block's next piece) is taken under the
+ *    zone lock; its descriptors are faulted in with no lock held (as deferred_init_memmap's
+ *    threads initialise the memmap in parallel) and it is published on the free lists under
+ *    the zone lock: any number of growers do this at once;
+ *  - when no block is left, the grower's lock is taken and a chunk committed (zone_grow.c:
+ *    the system calls, no first touch) and handed to the zone as blocks to take.  A grower
+ *    that finds another one committed a chunk since its lists ran dry commits nothing.
+ * True when the caller should look at the free lists again, false when the zone cannot grow
+ * (max_pages, address space or memory exhausted).
  */
 bool __zone_grow(struct zone *z);
 
 /* Test hook (NULL in the library): called by __zone_grow with the zone lock free, before
- * it waits for the grower's lock (ZONE_GROW_WAIT) and before it commits (ZONE_GROW_COMMIT). */
-enum { ZONE_GROW_WAIT, ZONE_GROW_COMMIT };
+ * it waits for the grower's lock (ZONE_GROW_WAIT), before it commits (ZONE_GROW_COMMIT), and
+ * before it faults in the descriptors of the block it took (ZONE_GROW_TOUCH: no lock held). */
+enum { ZONE_GROW_WAIT, ZONE_GROW_COMMIT, ZONE_GROW_TOUCH };
 extern void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
+/* del_page_from_free_list: takes a free block off its list (state PG_NONE: the caller's
+ * now; pg->flags kept).  Lock held. */
+static inline void __del_page_from_free_list(struct zone *z, struct page *pg, unsigned order)
+{
+	list_del(&pg->lru);
+	z->free_area[order].nr_free--;
+	z->free_pages -= 1UL << order;
+	if (pg->flags & PG_DIRTY)
+		z->dirty_pages -= 1UL << order;
+	pg->state = PG_NONE;
+}
+
 /* Frees a block and merges it with its buddies; pg->flags (PG_DIRTY) say whether it was
  * written.  Lock held. */
 void __free_one_page(struct zone *z, struct page *pg, unsigned order, uint64_t now_ms);
@@ -157,7 +190,8 @@ void zone_free_pages(struct zone *z, struct page *pg, unsigned order);
  * orders 4-5.  zone_alloc_bulk puts up to count blocks of 2^order pages into pages[]
  * (state PG_NONE: the caller's) and returns how many, fewer only when memory is exhausted;
  * the zone grows with the lock dropped when needed.  zone_free_bulk gives count blocks back
- * (written: PG_DIRTY) and wakes the purge like zone_free_pages.  Take the lock inside.
+ * (written: PG_DIRTY).  Take the lock inside.  After any of the zone_free_* calls the caller
+ * balances the dirty pages and wakes the purge (zone_purge.h: zone_free_done).
  */
 int zone_alloc_bulk(struct zone *z, unsigned order, int count, struct page **pages);
 void zone_free_bulk(struct zone *z, unsigned order, int count, struct page **pages);
@@ -174,23 +208,6 @@ void zone_free_run(struct zone *z, struct page *pg, size_t npages);
 void zone_free_run_nested(struct zone *z, struct page *pg);
 bool zone_extend_run(struct zone *z, struct page *pg, size_t old_pages, size_t new_pages);
 
-
-/*
- * Purge: madvise(MADV_DONTNEED) free blocks that stayed free for at least age_ms
- * (0 = all), at most max_blocks madvise calls (0 = no limit) so the zone lock is never held
- * long.  zone_maybe_purge runs it from slow paths once per PCPMALLOC_DECAY_MS.
- */
-size_t zone_purge(struct zone *z, uint64_t age_ms, unsigned max_blocks);
-void zone_maybe_purge(struct zone *z, uint64_t now_ms);
-
-/*
- * The dirty watermark: free-but-resident pages may not exceed max(PCPMALLOC_DIRTY_MIN_MB,
- * PCPMALLOC_DIRTY_PCT % of the pages in use); past it, the coldest dirty free blocks are
- * purged down to half the mark, like kswapd reclaiming from the low to the high watermark.
- * Bounds RSS when fragmentation keeps freed memory from being reused.  Called without the
- * lock, after a free; the madvise calls run with the lock dropped.
- */
-void zone_balance_dirty(struct zone *z);
 
 /*
  * Under an address-space limit (ulimit -v) a freed arena still counts in full: this unmaps

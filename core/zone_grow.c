@@ -1,10 +1,10 @@
 /*
  * zone_grow.c - the slow half of a zone's growth, run with the zone lock free (see
  * zone_grow.h; kernel-pcp.md §12.1).  Every system call of a growth is here: arena
- * reservation and commit (mmap, mprotect), mbind, the radix map's leaves, and the page
- * faults of the new head descriptors, which cost 127-230 us per growth when they ran under
- * the zone lock (issue 22).  Called by zone.c with the grower's lock held; calls the arena
- * layer and os.c.
+ * reservation and commit (mmap, mprotect), mbind and the radix map's leaves.  The page faults
+ * of the new descriptors are taken later, block by block, by the growers that take the
+ * blocks, with no lock held (zone.c).  Called by zone.c with the grower's lock held; calls
+ * the arena layer and os.c.
  */
 #include "zone_grow.h"
 #include "config.h"
@@ -97,18 +97,15 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 			return false;
 		}
 	}
-	/* The first touch of the chunk's descriptors, taken here, not under the zone lock: the
-	 * heads the zone writes when it publishes the chunk, and every later split (expand)
-	 * and merge writes descriptors all over the block - 64 KiB of descriptors per 4 MiB,
-	 * 16 pages, each a page fault.  Touched lazily they were faulted in under the lock by
-	 * whichever refill split there first: rmqueue_bulk's holds were bimodal, 0.5-2k cycles
-	 * or 4-32k (2-16 us) with a fault, a mean of 9.5k cycles for order-3 slab refills. */
+	/* No first touch here: the chunk's descriptors (64 KiB per 4 MiB block, 16 page
+	 * faults) are faulted in block by block by the growers that take the blocks, with no
+	 * lock held (zone.c, __zone_grow): faulting a 64 MiB chunk's 256 pages here held the
+	 * grower's lock 230-340 us and made every other grower wait for them. */
 	size_t n = chunk >> PAGE_SHIFT;
-	zone_grow_touch_range(first, n);
-
 	c->arena = g->arena;
 	c->first = first;
 	c->pages = n;
-	g->grow_ns += pcpm_now_ns() - t0;
+	/* atomic: growers that fault blocks in add theirs with no lock held */
+	__atomic_fetch_add(&g->grow_ns, pcpm_now_ns() - t0, __ATOMIC_RELAXED);
 	return true;
 }

@@ -1,10 +1,11 @@
 /*
  * zone_grow.h - growing a zone outside its lock (the memory hotplug analogue: add_memory
  * prepares the memory map, online_pages then gives the pages to the buddy under the zone
- * lock).  zone_grow.c does the slow half - arena reservation and commit (mmap, mprotect,
- * mbind), the radix map, the first touch of the head descriptors - with the zone lock free;
- * zone.c publishes the chunk under the zone lock.  One grower at a time per zone: the
- * grower's lock, taken with the zone lock dropped (lock order: pcp, grow, zone).
+ * lock).  zone_grow.c does the system calls - arena reservation and commit (mmap, mprotect,
+ * mbind), the radix map - with the zone lock free; zone.c hands the chunk to the zone as
+ * blocks that growers take one at a time, fault in (zone_grow_touch_range, no lock held)
+ * and publish under the zone lock.  One committer at a time per zone: the grower's lock,
+ * taken with the zone lock dropped (lock order: pcp, grow, zone).
  */
 #ifndef PCPM_ZONE_GROW_H
 #define PCPM_ZONE_GROW_H
@@ -22,7 +23,8 @@ struct zone_grower {
 	 * a grower that finds it moved since its free lists ran dry grows nothing (the chunk
 	 * another grower published is there to take) */
 	uint64_t seq;
-	uint64_t grow_ns;	/* time spent preparing growths, ns */
+	uint64_t grow_ns;	/* time spent committing chunks and faulting in their blocks'
+				 * descriptors, ns (the latter added atomically: no lock) */
 	uint64_t mbind_failed;	/* arenas (or ranges) whose mbind the kernel refused */
 };
 
@@ -34,7 +36,7 @@ struct zone_grow_req {
 	size_t managed_pages;	/* the zone's size: a young zone grows in smaller steps */
 };
 
-/* A prepared chunk: committed, mapped in the radix map, its head descriptors touched, not yet
+/* A prepared chunk: committed, mapped in the radix map, its descriptors untouched, not yet
  * on any free list (state PG_NONE: nobody else reads it as a block). */
 struct zone_chunk {
 	struct arena *arena;
@@ -59,10 +61,9 @@ static inline void zone_grow_unlock(struct zone_grower *g)
 
 /*
  * Commits the next chunk for a zone (its current arena, a smaller step, an arena of its node
- * that gave space back, or a new arena) and touches the descriptor pages of the chunk's
- * block heads, all with the zone lock free.  Grow lock held.  False when the address space
- * or memory is exhausted (c untouched).  The kernel's add_memory + the memmap init of
- * __add_pages (the zone's free lists are zone.c's: __zone_grow).
+ * that gave space back, or a new arena), with the zone lock free.  Grow lock held.  False
+ * when the address space or memory is exhausted (c untouched).  The kernel's add_memory; the
+ * memmap init is deferred to the growers that take the chunk's blocks (zone.c: __zone_grow).
  */
 bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, struct zone_chunk *c);
 
@@ -79,7 +80,8 @@ static inline void zone_grow_touch(struct page *pg)
 /* Touches every page of descriptors of the n pages from first (one write per page of
  * descriptors: 64 descriptors, 256 KiB of memory, each), so that no split or merge of them
  * faults under the zone lock; the same rule as zone_grow_touch.  The kernel initialises a
- * section's whole memmap when it is added (memmap_init_range). */
+ * section's memmap before its pages reach the buddy (memmap_init_range, or
+ * deferred_init_memmap's threads in parallel); no lock held. */
 static inline void zone_grow_touch_range(struct page *first, size_t n)
 {
 	for (size_t i = 0; i < n; i += PAGE_SIZE / sizeof(struct page))

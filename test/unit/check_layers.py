@@ -53,6 +53,7 @@ LAYERS = [
     ['core/slab.c'],
     ['core/slab_order.c'],      # size classes and slab orders
     ['core/pcp.c'],
+    ['core/zone_purge.c'],      # the zone's purge and dirty watermark (madvise, lock dropped)
     ['core/zone.c'],
     ['core/zone_grow.c'],       # the zone's growth outside its lock (arena commit, first touch)
     ['core/huge.c'],

@@ -8,6 +8,7 @@
 #include "unit.h"
 #include "config.h"
 #include "zone.h"
+#include "zone_purge.h"
 
 #include <errno.h>
 #include <string.h>
@@ -161,6 +162,8 @@ int main(void)
 			size_t pfn = page_pfn(pg);
 			int all_free = 1;
 			size_t lim = atomic_load(&pcpm_arena0.committed) >> PAGE_SHIFT;
+			if (z->grow_next != z->grow_end) /* committed, not yet taken by a grower */
+				lim = MIN(lim, page_pfn(z->grow_next));
 			for (size_t q = pfn + n; q < pfn + m; q++)
 				if (q >= lim || owner[q])
 					all_free = 0;

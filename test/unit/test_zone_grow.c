@@ -5,6 +5,9 @@
  *     another thread takes the zone lock and allocates from the free lists;
  *   - two threads whose free lists ran dry at the same time grow the zone once: the second
  *     finds the first's chunk (zone_grow counts one growth, and both get a block);
+ *   - growers do not wait for one another's page faults: while one faults in the
+ *     descriptors of the blocks it took (hook at ZONE_GROW_TOUCH), no lock is held, and
+ *     another grower grows and gets a block;
  *   - zone_alloc_bulk / zone_free_bulk move several blocks in one zone lock hold;
  *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
  *     (and in the statistics keys);
@@ -17,6 +20,7 @@
 #include "huge.h"
 #include "stat.h"
 #include "zone.h"
+#include "zone_purge.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -86,6 +90,36 @@ static void hook_two_growers(struct zone *hz, int stage)
 	CHECK(pthread_create(&b_thread, NULL, grow_b, NULL) == 0);
 	while (!atomic_load(&b_waiting))
 		sched_yield();
+}
+
+/* --- 2b. a grower faulting in its block's descriptors holds no lock --- */
+
+static int touch_seen, locks_free_in_touch;
+static struct page *c_block;
+
+static void *grow_c(void *arg)
+{
+	(void)arg;
+	c_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	return NULL;
+}
+
+static void hook_touch(struct zone *hz, int stage)
+{
+	if (hz != z || stage != ZONE_GROW_TOUCH || !pthread_equal(pthread_self(), main_thread) ||
+	    touch_seen++)
+		return;
+	/* neither the zone lock nor the grower's lock is held while A's page faults run */
+	int zl = pcpm_trylock(&z->lock), gl = pcpm_trylock(&z->grower.lock);
+	if (zl)
+		pcpm_unlock(&z->lock);
+	if (gl)
+		pcpm_unlock(&z->grower.lock);
+	locks_free_in_touch = zl && gl;
+	/* C finds the lists dry too, takes the chunk's other block and gets it before A is done */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, grow_c, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
 }
 
 /* Takes every free page of the zone as order-MAX_PAGE_ORDER blocks (none smaller is free:
@@ -162,8 +196,47 @@ int main(void)
 	CHECK_EQ(z->free_pages, 0);
 	held[n++] = a_block;
 	held[n++] = b_block;
+
+	/* 2b. Everything taken again (the chunk's two blocks too): A commits the next chunk
+	 * and takes its blocks (up to ZONE_GROW_PIECE); while it faults their descriptors in,
+	 * C finds the lists dry too and grows (the chunk's next blocks, or a chunk of its own)
+	 * and gets a block, all without waiting for A. */
+	CHECK_EQ(z->free_pages, 0);
+	CHECK(z->grow_next == z->grow_end);
+	grows = z->zone_grow;
+	pcpm_zone_grow_hook = hook_touch;
+	a_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	pcpm_zone_grow_hook = NULL;
+	CHECK_EQ(touch_seen, 1);
+	CHECK_EQ(locks_free_in_touch, 1);
+	CHECK(a_block && c_block && a_block != c_block);
+	CHECK(z->zone_grow >= grows + 1);
+	held[n++] = a_block;
+	held[n++] = c_block;
+	while (z->free_pages) {
+		CHECK(n < 64);
+		held[n++] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	}
 	for (int i = 0; i < n; i++)
 		zone_free_pages(z, held[i], MAX_PAGE_ORDER);
+
+	/* 2c. A second node's zone: its young block lies in an arena of its own, and every
+	 * piece of it, taken before it is published, names that arena (page_zone finds z1). */
+	{
+		struct zone *z1 = &pcpm_zones[1];
+		pcpm_zone_init(z1);
+		struct page *q = zone_alloc_pages(z1, 0);
+		CHECK(q);
+		CHECK(page_zone(q) == z1);
+		CHECK(arena_of_page(q) != arena_of_page(a_block));
+		memset(page_address(q), 1, PAGE_SIZE);
+		struct page *q2 = zone_alloc_pages(z1, MAX_PAGE_ORDER - 1); /* every young piece */
+		CHECK(q2 && page_zone(q2) == z1);
+		zone_free_pages(z1, q2, MAX_PAGE_ORDER - 1);
+		zone_free_pages(z1, q, 0);
+		CHECK_EQ(z1->free_pages, z1->managed_pages);
+		CHECK_EQ(z1->free_area[MAX_PAGE_ORDER].nr_free, 1);
+	}
 
 	/* 3. Bulk: eight order-4 blocks (a 64 KiB slab each) in one zone lock hold, and back
 	 * in one more. */
