@@ -34,6 +34,7 @@
 #include "sheaf.h"
 #include "barn.h"
 #include "config.h"
+#include "home_chain.h"
 #include "slab_cpu.h"
 #include "topology.h"
 
@@ -154,6 +155,7 @@ void pcpm_sheaf_init(bool on)
 		inbox_max[c] = MAX(INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[c],
 				   INBOX_BYTES / pcpm_class_size[c]);
 	}
+	home_chain_init();
 	pcpm_barn_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
@@ -197,21 +199,19 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 }
 
 /*
- * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
- * set up (out of memory).  The node's barn of the class and the two sheaves are set up here
+ * CPU slot cpu's sheaves of class cls (node: the slot's); this_pcs: the calling thread's
+ * CPU's, its slot and its node.  NULL when they cannot be set up (out of memory).  The node's barn of the class and the two sheaves are set up here
  * too, before any sheaf lock is taken (a racing thread of the same slot may set up a sheaf
  * twice: the loser's goes to the barn's empty list).
  */
-static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
+static inline struct sheaf_pcs *slot_pcs(unsigned cls, unsigned cpu, int node)
 {
-	unsigned cpu = *slot = pcp_cpu();
-	*node = pcp_cpu_node(cpu);
 	struct sheaf_cpu *sc = NULL;
 	if (likely(cpu_sheaves))
 		sc = atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire);
 	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(cpu)))
 		return NULL;
-	if (unlikely(!barn_ensure(*node, cls)))
+	if (unlikely(!barn_ensure(node, cls)))
 		return NULL;
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
@@ -228,9 +228,16 @@ static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node
 		}
 		pcpm_unlock(&pcs->lock);
 		if (lost)
-			barn_put_empty(*node, cls, m);
+			barn_put_empty(node, cls, m);
 	}
 	return pcs;
+}
+
+static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
+{
+	unsigned cpu = *slot = pcp_cpu();
+	*node = pcp_cpu_node(cpu);
+	return slot_pcs(cls, cpu, *node);
 }
 
 static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
@@ -257,12 +264,14 @@ static struct sheaf_pcs *pcs_trylock_near(unsigned cls, unsigned *cpu, int node)
 	unsigned n = (unsigned)pcpm_nr_cpus;
 	for (unsigned k = 1; k <= NEAR_SLOTS && k < n; k++) {
 		unsigned c = (*cpu + k) % n;
-		struct sheaf_cpu *sc = cpu_sheaf((int)c);
-		if (!sc || pcp_cpu_node(c) != node)
+		if (pcp_cpu_node(c) != node)
 			continue;
-		struct sheaf_pcs *pcs = &sc->pcs[cls];
-		/* (spare is published last, under the lock: main is set when it is) */
-		if (__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE) && pcpm_trylock(&pcs->lock)) {
+		/* set up when no thread ran there yet: two threads that share a CPU (one
+		 * preempted inside the lock) found no neighbour on 2 CPUs whose other CPU was
+		 * busy with another process (xmalloc pinned to one CPU: 130k-175k trylock
+		 * failures, 44 kmem_cache acquisitions per 1000 calls) */
+		struct sheaf_pcs *pcs = slot_pcs(cls, c, node);
+		if (pcs && pcpm_trylock(&pcs->lock)) {
 			*cpu = c;
 			return pcs;
 		}
@@ -279,12 +288,13 @@ static inline void pcs_note_low(struct sheaf_pcs *pcs)
 
 /*
  * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
- * (slab_owner) are linked into one chain per owner (SLUB's build_detached_freelist, by
- * owner instead of by slab) and pushed onto that CPU's inbox with one compare-and-swap
- * each, so a CPU that frees what others allocated (a consumer) keeps none of it and takes
- * no lock for it; the owner collects them when its sheaves run dry.  The others (this
- * CPU's, a slab without an owner, more owners than one call groups) are moved to the front
- * of objs[]; returns how many.  No lock held.
+ * (slab_owner) are made into one chain per owner (SLUB's build_detached_freelist, by owner
+ * instead of by slab; home_chain.h: carriers, each carrying the pointers of several) and
+ * pushed onto that CPU's inbox with one compare-and-swap each, so a CPU that frees what
+ * others allocated (a consumer) keeps none of it and takes no lock for it; the owner
+ * collects them when its sheaves run dry.  The others (this CPU's, a slab without an
+ * owner, more owners than one call groups) are moved to the front of objs[]; returns how
+ * many.  No lock held.
  */
 #define HOME_GROUPS 8
 static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
@@ -292,8 +302,7 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	struct {
 		struct sheaf_cpu *sc;
 		uint32_t owner;
-		unsigned n;
-		void *first, *last;
+		struct home_chain c;
 	} g[HOME_GROUPS];
 	unsigned ng = 0, keep = 0;
 	/* (slab_owner names a slot once its sheaves took objects: set up before) */
@@ -301,8 +310,7 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		return n;
 	for (unsigned i = 0; i < n; i++) {
 		void *o = objs[i];
-		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
-						 __ATOMIC_RELAXED);
+		uint32_t owner = slab_owner_of(o);
 		unsigned k = 0;
 		while (k < ng && g[k].owner != owner)
 			k++;
@@ -310,42 +318,28 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
 		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
 			    inbox_max[cls])
-			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, { NULL, NULL, 0 } };
 		if (k == ng) {
 			objs[keep++] = o;
 			continue;
 		}
-		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
-		g[k].first = o;
-		g[k].n++;
+		home_chain_add(&g[k].c, cls, o);
 	}
 	for (unsigned k = 0; k < ng; k++) {
 		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
 		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
 		do
-			fl_store(g[k].last, old);
-		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
+			home_chain_close(&g[k].c, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].c.first,
 							      memory_order_release,
 							      memory_order_relaxed));
-		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].c.n, memory_order_relaxed);
 	}
 	if (keep < n) {
 		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
 		me->remote_frees += n - keep;
 	}
 	return keep;
-}
-
-/* The next object of a chain of this CPU's objects (inbox, home), after checking o's
- * descriptor: a write after free into a waiting object could bend its link, and an object
- * that is not one of the class's aborts. */
-static inline void *home_next(void *o, unsigned cls)
-{
-	struct page *pg = pcpm_page_of(o);
-	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
-		     slab_obj_index(pg->slab_head, o) < 0))
-		pcpm_freelist_corrupt("malloc", o);
-	return fl_decode(o, "malloc");
 }
 
 /*
@@ -364,12 +358,10 @@ static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
 		pcs_cpu(pcs, cls)->inbox_drains++;
 	}
 	struct slab_sheaf *m = pcs->main;
-	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls)) {
-		m->objects[m->size++] = o;
-		n -= n > 0;
-	}
+	unsigned got = home_chain_take(&o, cls, &m->objects[m->size], pcpm_sheaf_cap[cls] - m->size);
+	m->size += got;
 	pcs->home = o;
-	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&pcs->home_n, o && n > got ? n - got : 0, __ATOMIC_RELAXED);
 }
 
 /* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
@@ -379,22 +371,14 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 		pcs->home,
 		atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL, memory_order_acquire)
 	};
-	unsigned nbuf = 0;
 	pcs->home = NULL;
 	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
 	for (unsigned k = 0; k < 2; k++) {
-		for (void *o = chain[k], *next; o; o = next) {
-			next = home_next(o, cls); /* before o's link is the slab's */
-			buf[nbuf++] = o;
-			if (nbuf == 32) {
-				slab_free_bulk(cls, buf, nbuf);
-				nbuf = 0;
-			}
-		}
+		unsigned nbuf;
+		while ((nbuf = home_chain_take(&chain[k], cls, buf, 32)) != 0)
+			slab_free_bulk(cls, buf, nbuf);
 	}
-	if (nbuf)
-		slab_free_bulk(cls, buf, nbuf);
 }
 
 /*
@@ -627,11 +611,9 @@ bool sheaf_holds(unsigned cls, const void *p)
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
 		/* the home chain, and the inbox: stable below its head while the lock keeps its
 		 * owner from taking it; pushes only add in front */
-		for (void *o = pcs->home; o && !found; o = home_next(o, cls))
-			found = o == p;
-		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
-		     o && !found; o = home_next(o, cls))
-			found = o == p;
+		found = found || home_chain_has(pcs->home, cls, p) ||
+			home_chain_has(atomic_load_explicit(&sc->inbox[cls], memory_order_acquire),
+				       cls, p);
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p);
