@@ -286,6 +286,18 @@ static inline void pcs_note_low(struct sheaf_pcs *pcs)
 		pcs->low = n;
 }
 
+/* The chain c onto slot sc's inbox of class cls, with one compare-and-swap. */
+static void inbox_push(struct sheaf_cpu *sc, unsigned cls, struct home_chain *c)
+{
+	_Atomic(void *) *inbox = &sc->inbox[cls];
+	void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+	do
+		home_chain_close(c, old);
+	while (!atomic_compare_exchange_weak_explicit(inbox, &old, c->first, memory_order_release,
+						      memory_order_relaxed));
+	atomic_fetch_add_explicit(&sc->inbox_n[cls], c->n, memory_order_relaxed);
+}
+
 /*
  * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
  * (slab_owner) are made into one chain per owner (SLUB's build_detached_freelist, by owner
@@ -325,16 +337,8 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		}
 		home_chain_add(&g[k].c, cls, o);
 	}
-	for (unsigned k = 0; k < ng; k++) {
-		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
-		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
-		do
-			home_chain_close(&g[k].c, old);
-		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].c.first,
-							      memory_order_release,
-							      memory_order_relaxed));
-		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].c.n, memory_order_relaxed);
-	}
+	for (unsigned k = 0; k < ng; k++)
+		inbox_push(g[k].sc, cls, &g[k].c);
 	if (keep < n) {
 		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
 		me->remote_frees += n - keep;
