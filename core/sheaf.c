@@ -199,19 +199,21 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 }
 
 /*
- * CPU slot cpu's sheaves of class cls (node: the slot's); this_pcs: the calling thread's
- * CPU's, its slot and its node.  NULL when they cannot be set up (out of memory).  The node's barn of the class and the two sheaves are set up here
+ * The calling thread's CPU's sheaves of class cls, its slot and its node; NULL when they cannot be
+ * set up (out of memory).  The node's barn of the class and the two sheaves are set up here
  * too, before any sheaf lock is taken (a racing thread of the same slot may set up a sheaf
  * twice: the loser's goes to the barn's empty list).
  */
-static inline struct sheaf_pcs *slot_pcs(unsigned cls, unsigned cpu, int node)
+static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
 {
+	unsigned cpu = *slot = pcp_cpu();
+	*node = pcp_cpu_node(cpu);
 	struct sheaf_cpu *sc = NULL;
 	if (likely(cpu_sheaves))
 		sc = atomic_load_explicit(&cpu_sheaves[cpu], memory_order_acquire);
 	if (unlikely(!sc) && !(sc = sheaf_cpu_setup(cpu)))
 		return NULL;
-	if (unlikely(!barn_ensure(node, cls)))
+	if (unlikely(!barn_ensure(*node, cls)))
 		return NULL;
 	struct sheaf_pcs *pcs = &sc->pcs[cls];
 	if (unlikely(!__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE))) {
@@ -228,16 +230,9 @@ static inline struct sheaf_pcs *slot_pcs(unsigned cls, unsigned cpu, int node)
 		}
 		pcpm_unlock(&pcs->lock);
 		if (lost)
-			barn_put_empty(node, cls, m);
+			barn_put_empty(*node, cls, m);
 	}
 	return pcs;
-}
-
-static inline struct sheaf_pcs *this_pcs(unsigned cls, unsigned *slot, int *node)
-{
-	unsigned cpu = *slot = pcp_cpu();
-	*node = pcp_cpu_node(cpu);
-	return slot_pcs(cls, cpu, *node);
 }
 
 static inline struct sheaf_cpu *pcs_cpu(struct sheaf_pcs *pcs, unsigned cls)
@@ -264,14 +259,12 @@ static struct sheaf_pcs *pcs_trylock_near(unsigned cls, unsigned *cpu, int node)
 	unsigned n = (unsigned)pcpm_nr_cpus;
 	for (unsigned k = 1; k <= NEAR_SLOTS && k < n; k++) {
 		unsigned c = (*cpu + k) % n;
-		if (pcp_cpu_node(c) != node)
+		struct sheaf_cpu *sc = cpu_sheaf((int)c);
+		if (!sc || pcp_cpu_node(c) != node)
 			continue;
-		/* set up when no thread ran there yet: two threads that share a CPU (one
-		 * preempted inside the lock) found no neighbour on 2 CPUs whose other CPU was
-		 * busy with another process (xmalloc pinned to one CPU: 130k-175k trylock
-		 * failures, 44 kmem_cache acquisitions per 1000 calls) */
-		struct sheaf_pcs *pcs = slot_pcs(cls, c, node);
-		if (pcs && pcpm_trylock(&pcs->lock)) {
+		struct sheaf_pcs *pcs = &sc->pcs[cls];
+		/* (spare is published last, under the lock: main is set when it is) */
+		if (__atomic_load_n(&pcs->spare, __ATOMIC_ACQUIRE) && pcpm_trylock(&pcs->lock)) {
 			*cpu = c;
 			return pcs;
 		}
