@@ -81,10 +81,15 @@ struct page {
 		void *freelist;	   /* SLAB head: first free object (SLUB freelist) */
 		size_t req_size;   /* LARGE head, secure mode: bytes requested */
 	};
-	/* LARGE head, secure mode: the run reads zero from this byte offset to its tail guard
-	 * (secure_runs.c: only what blocks can reach is ever cleared).  (A slab's owner is in
-	 * its head's fast descriptor: struct page_fast.) */
-	uint32_t run_clean;
+	/* SLAB head: the CPU slot (+ 1; 0: none) whose sheaves last took objects from this
+	 * slab, where frees on other CPUs send them back (sheaf.c: objects go home); written
+	 * without a lock, a routing hint only (relaxed atomics) */
+	union {
+		uint32_t slab_owner;
+		/* LARGE head, secure mode: the run reads zero from this byte offset to its
+		 * tail guard (secure_runs.c: only what blocks can reach is ever cleared) */
+		uint32_t run_clean;
+	};
 	struct page *slab_head;	       /* SLAB: first page of the slab (self on the head) */
 	char *addr;		       /* SLAB head: address of the slab's first byte */
 	union {
@@ -127,14 +132,7 @@ struct page_fast {
 	uint32_t fast_lim;
 	uint8_t bin8;	     /* struct page's bin8 */
 	uint8_t cls;	     /* struct page's cls */
-	/* SLAB head: the CPU slot (+ 1; 0: none, or a slot above 65534) whose sheaves last
-	 * took objects from this slab, where frees on other CPUs send them back (sheaf.c:
-	 * objects go home; slab.h: slab_owner_of).  Here, not in struct page, because the
-	 * freeing CPU has just read the object's fast descriptor (the free fast path), and
-	 * struct page's line is the one the owner writes while it carves and takes objects
-	 * (xmalloc, 2 CPUs: the load of the owner was half of send_home's samples).  Written
-	 * without a lock, a routing hint only (relaxed atomics). */
-	uint16_t slab_owner;
+	uint8_t pad[2];
 };
 _Static_assert(sizeof(struct page_fast) == 16, "four fast descriptors to a cache line");
 

@@ -64,7 +64,7 @@ static void run_release(struct page *h)
 {
 	guards_remove(page_address(h), run_bytes(h));
 	h->flags = (uint8_t)((h->flags & ~(PG_SECURE_QUAR | PG_SECURE_SPARSE)) | PG_DIRTY);
-	h->run_clean = 0; /* (the word slab_owner was) */
+	h->run_clean = 0; /* (slab_owner's word: a routing hint, 0 is none) */
 	large_free(h);
 }
 
@@ -72,7 +72,7 @@ void secure_run_free_nested(struct page *h)
 {
 	guards_remove(page_address(h), run_bytes(h));
 	h->flags = (uint8_t)((h->flags & ~(PG_SECURE_QUAR | PG_SECURE_SPARSE)) | PG_DIRTY);
-	h->run_clean = 0; /* (the word slab_owner was) */
+	h->run_clean = 0; /* (slab_owner's word: a routing hint, 0 is none) */
 	large_free_nested(h);
 }
 

@@ -34,7 +34,6 @@
 #include "sheaf.h"
 #include "barn.h"
 #include "config.h"
-#include "home_chain.h"
 #include "slab_cpu.h"
 #include "topology.h"
 
@@ -155,7 +154,6 @@ void pcpm_sheaf_init(bool on)
 		inbox_max[c] = MAX(INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[c],
 				   INBOX_BYTES / pcpm_class_size[c]);
 	}
-	home_chain_init();
 	pcpm_barn_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
@@ -279,27 +277,14 @@ static inline void pcs_note_low(struct sheaf_pcs *pcs)
 		pcs->low = n;
 }
 
-/* The chain c onto slot sc's inbox of class cls, with one compare-and-swap. */
-static void inbox_push(struct sheaf_cpu *sc, unsigned cls, struct home_chain *c)
-{
-	_Atomic(void *) *inbox = &sc->inbox[cls];
-	void *old = atomic_load_explicit(inbox, memory_order_relaxed);
-	do
-		home_chain_close(c, old);
-	while (!atomic_compare_exchange_weak_explicit(inbox, &old, c->first, memory_order_release,
-						      memory_order_relaxed));
-	atomic_fetch_add_explicit(&sc->inbox_n[cls], c->n, memory_order_relaxed);
-}
-
 /*
  * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
- * (slab_owner) are made into one chain per owner (SLUB's build_detached_freelist, by owner
- * instead of by slab; home_chain.h: carriers, each carrying the pointers of several) and
- * pushed onto that CPU's inbox with one compare-and-swap each, so a CPU that frees what
- * others allocated (a consumer) keeps none of it and takes no lock for it; the owner
- * collects them when its sheaves run dry.  The others (this CPU's, a slab without an
- * owner, more owners than one call groups) are moved to the front of objs[]; returns how
- * many.  No lock held.
+ * (slab_owner) are linked into one chain per owner (SLUB's build_detached_freelist, by
+ * owner instead of by slab) and pushed onto that CPU's inbox with one compare-and-swap
+ * each, so a CPU that frees what others allocated (a consumer) keeps none of it and takes
+ * no lock for it; the owner collects them when its sheaves run dry.  The others (this
+ * CPU's, a slab without an owner, more owners than one call groups) are moved to the front
+ * of objs[]; returns how many.  No lock held.
  */
 #define HOME_GROUPS 8
 static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
@@ -307,7 +292,8 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	struct {
 		struct sheaf_cpu *sc;
 		uint32_t owner;
-		struct home_chain c;
+		unsigned n;
+		void *first, *last;
 	} g[HOME_GROUPS];
 	unsigned ng = 0, keep = 0;
 	/* (slab_owner names a slot once its sheaves took objects: set up before) */
@@ -315,7 +301,8 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		return n;
 	for (unsigned i = 0; i < n; i++) {
 		void *o = objs[i];
-		uint32_t owner = slab_owner_of(o);
+		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
+						 __ATOMIC_RELAXED);
 		unsigned k = 0;
 		while (k < ng && g[k].owner != owner)
 			k++;
@@ -323,20 +310,42 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
 		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
 			    inbox_max[cls])
-			g[ng++] = (typeof(g[0])){ g[k].sc, owner, { NULL, NULL, 0 } };
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
 		if (k == ng) {
 			objs[keep++] = o;
 			continue;
 		}
-		home_chain_add(&g[k].c, cls, o);
+		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
+		g[k].first = o;
+		g[k].n++;
 	}
-	for (unsigned k = 0; k < ng; k++)
-		inbox_push(g[k].sc, cls, &g[k].c);
+	for (unsigned k = 0; k < ng; k++) {
+		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
+		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+		do
+			fl_store(g[k].last, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
+							      memory_order_release,
+							      memory_order_relaxed));
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
+	}
 	if (keep < n) {
 		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
 		me->remote_frees += n - keep;
 	}
 	return keep;
+}
+
+/* The next object of a chain of this CPU's objects (inbox, home), after checking o's
+ * descriptor: a write after free into a waiting object could bend its link, and an object
+ * that is not one of the class's aborts. */
+static inline void *home_next(void *o, unsigned cls)
+{
+	struct page *pg = pcpm_page_of(o);
+	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
+		     slab_obj_index(pg->slab_head, o) < 0))
+		pcpm_freelist_corrupt("malloc", o);
+	return fl_decode(o, "malloc");
 }
 
 /*
@@ -355,10 +364,12 @@ static void __home_fill(struct sheaf_pcs *pcs, unsigned cls)
 		pcs_cpu(pcs, cls)->inbox_drains++;
 	}
 	struct slab_sheaf *m = pcs->main;
-	unsigned got = home_chain_take(&o, cls, &m->objects[m->size], pcpm_sheaf_cap[cls] - m->size);
-	m->size += got;
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = home_next(o, cls)) {
+		m->objects[m->size++] = o;
+		n -= n > 0;
+	}
 	pcs->home = o;
-	__atomic_store_n(&pcs->home_n, o && n > got ? n - got : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
 }
 
 /* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
@@ -368,14 +379,22 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 		pcs->home,
 		atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL, memory_order_acquire)
 	};
+	unsigned nbuf = 0;
 	pcs->home = NULL;
 	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
 	for (unsigned k = 0; k < 2; k++) {
-		unsigned nbuf;
-		while ((nbuf = home_chain_take(&chain[k], cls, buf, 32)) != 0)
-			slab_free_bulk(cls, buf, nbuf);
+		for (void *o = chain[k], *next; o; o = next) {
+			next = home_next(o, cls); /* before o's link is the slab's */
+			buf[nbuf++] = o;
+			if (nbuf == 32) {
+				slab_free_bulk(cls, buf, nbuf);
+				nbuf = 0;
+			}
+		}
 	}
+	if (nbuf)
+		slab_free_bulk(cls, buf, nbuf);
 }
 
 /*
@@ -608,9 +627,11 @@ bool sheaf_holds(unsigned cls, const void *p)
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
 		/* the home chain, and the inbox: stable below its head while the lock keeps its
 		 * owner from taking it; pushes only add in front */
-		found = found || home_chain_has(pcs->home, cls, p) ||
-			home_chain_has(atomic_load_explicit(&sc->inbox[cls], memory_order_acquire),
-				       cls, p);
+		for (void *o = pcs->home; o && !found; o = home_next(o, cls))
+			found = o == p;
+		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
+		     o && !found; o = home_next(o, cls))
+			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p);

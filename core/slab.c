@@ -335,7 +335,7 @@ unsigned slab_alloc_bulk(unsigned cls, unsigned min, unsigned max, void **objs, 
 		struct page *pg = (struct page *)s->partial.next;
 		unsigned f = pg->freelist ? slab_nr_free(s, pg) : 0;
 		if (owner)
-			slab_set_owner(pg, owner);
+			__atomic_store_n(&pg->slab_owner, owner, __ATOMIC_RELAXED);
 		if (f && f <= max - got && nrun - ncarve < FREELISTS) {
 			run[nrun++] = (typeof(run[0])){ pg->freelist, (uint16_t)f, (uint16_t)got, true };
 			pg->freelist = NULL;
@@ -402,7 +402,7 @@ unsigned slab_new_frozen(unsigned cls, unsigned n, struct page **pg, uint32_t ow
 	for (unsigned i = 0; i < nf; i++) {
 		pg[i]->inuse = (uint16_t)s->objects;
 		pg[i]->flags |= PG_FROZEN;
-		slab_set_owner(pg[i], owner);
+		__atomic_store_n(&pg[i]->slab_owner, owner, __ATOMIC_RELAXED);
 	}
 	atomic_fetch_add_explicit(&s->nr_frozen, nf, memory_order_relaxed);
 	return nf;

@@ -183,30 +183,6 @@ static inline long slab_obj_index(struct page *head, const void *p)
 void *slab_alloc_nested(unsigned cls);
 void slab_free_nested(void *o, struct page *head);
 
-/* Records owner (a CPU slot + 1; 0: none) as the slab pg's (its head) owner: where frees
- * on other CPUs send its objects.  A hint, written without a lock. */
-static inline void slab_set_owner(struct page *pg, uint32_t owner)
-{
-	__atomic_store_n(&page_fast(pg)->slab_owner, owner <= UINT16_MAX ? (uint16_t)owner : 0,
-			 __ATOMIC_RELAXED);
-}
-
-/* The owner of the slab of object o (a valid slab object): read from the fast descriptor of
- * the slab's head page, found from o's own (addr_lo is the slab's first byte on every page
- * of it), so a free that just passed the fast path reads no struct page line. */
-static inline uint32_t slab_owner_of(const void *o)
-{
-	uintptr_t off = (uintptr_t)o - (uintptr_t)pcpm_arena0.base;
-	struct page_fast *fp;
-	if (likely(off < atomic_load_explicit(&pcpm_arena0.committed, memory_order_relaxed))) {
-		fp = pcpm_arena0.fast + (off >> PAGE_SHIFT);
-		fp -= ((uint32_t)(uintptr_t)o - fp->addr_lo) >> PAGE_SHIFT;
-	} else {
-		fp = page_fast(pcpm_page_of(o)->slab_head);
-	}
-	return __atomic_load_n(&fp->slab_owner, __ATOMIC_RELAXED);
-}
-
 /*
  * Frozen slabs (SLUB's CPU slab, kmem_cache_cpu): new slabs one CPU carves with no kmem_cache
  * lock (slab_cpu.c).  slab_new_frozen: up to n (<= 8) new slabs of class cls into pg[], how
