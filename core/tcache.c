@@ -200,7 +200,7 @@ void tcache_setup(void)
 		return; /* no cache: every call goes to the slabs, and set-up is tried again */
 	void **next = tc->slots;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		tc->cap[c] = tc->slots_max[c] = pcpm_tcache_cap[c];
+		tc->cap[c] = tc->slots_max[c] = pcpm_tcache_cap[c] | mode_cap[c];
 		bin_init(&tc->bins[c], &next, pcpm_tcache_cap[c]);
 		bin_init(&tc->sbins[c], &next, mode_cap[c]);
 	}
@@ -283,6 +283,11 @@ static unsigned refill_stack(struct tcache *tc, struct tcache_bin *b, unsigned c
  */
 #define TC_GROW_SLOTS 2048 /* a grown stack's array (16 KiB: the 16-bit limits allow 8191) */
 #define TC_OVERAGES 3	   /* flushes in a row, no refill between, per batch given back */
+/* The class's stack in use - the fast one, else a front end's (secure mode's: issue 24) -, its
+ * base capacity and its batch (one of pcpm_tcache_cap and mode_cap is 0) */
+#define grow_bin(tc, c) (pcpm_tcache_cap[c] ? &(tc)->bins[c] : &(tc)->sbins[c])
+#define grow_base(c) (pcpm_tcache_cap[c] | mode_cap[c])
+#define grow_step(c) (pcpm_tcache_cap[c] ? batch_for(c) : mode_batch_for(c))
 /* REFILLED: a refill; FLUSHED: then a flush (the next refill completes a trip); ON: grows */
 enum { TC_TRIP_REFILLED = 1, TC_TRIP_FLUSHED = 2, TC_TRIP_ON = 4 };
 
@@ -293,7 +298,7 @@ static bool grow_move(struct tcache *tc, unsigned cls)
 	if (!tc->grow_area &&
 	    !(tc->grow_area = pcpm_meta_alloc((size_t)(nr_grow + 1) * TC_GROW_SLOTS * sizeof(void *))))
 		return false;
-	struct tcache_bin *b = &tc->bins[cls];
+	struct tcache_bin *b = grow_bin(tc, cls);
 	unsigned n = tcache_bin_count(b);
 	void **bottom = tc->grow_area + (size_t)(cls + 1) * TC_GROW_SLOTS;
 	memcpy(bottom - n, b->top, (size_t)n * sizeof(void *));
@@ -306,13 +311,14 @@ static bool grow_move(struct tcache *tc, unsigned cls)
 /* cls's capacity set to cap (the objects above it go down first: the full test is ==) */
 static void grow_set_cap(struct tcache *tc, unsigned cls, unsigned cap)
 {
-	unsigned base = pcpm_tcache_cap[cls], n = bin_count(tc, cls), old = tc->cap[cls];
-	if (n > cap)
-		flush_bin(tc, cls, n - cap);
+	struct tcache_bin *b = grow_bin(tc, cls);
+	unsigned base = grow_base(cls), n = tcache_bin_count(b), old = tc->cap[cls];
+	if (n > cap) /* (a front end's stack: its newest, as tcache_mode_flush) */
+		flush_stack(tc, b, cls, n - cap, b == &tc->sbins[cls]);
 	tc->grown -= (size_t)(old > base ? old - base : 0) * pcpm_class_size[cls];
 	tc->grown += (size_t)(cap > base ? cap - base : 0) * pcpm_class_size[cls];
 	tc->cap[cls] = (uint16_t)cap;
-	bin_set_cap(&tc->bins[cls], cap);
+	bin_set_cap(b, cap);
 }
 
 /* Room for need more bytes of growth of cls: the other grown classes, those refilled
@@ -322,12 +328,12 @@ static bool grow_budget(struct tcache *tc, unsigned cls, size_t need)
 	while (tc->grown + need > tc_grow_bytes) {
 		unsigned v = NR_SIZE_CLASSES;
 		for (unsigned c = 0; c < nr_grow; c++)
-			if (c != cls && tc->cap[c] > pcpm_tcache_cap[c] &&
+			if (c != cls && tc->cap[c] > grow_base(c) &&
 			    (v == NR_SIZE_CLASSES || tc->seen[c] < tc->seen[v]))
 				v = c;
 		if (v == NR_SIZE_CLASSES)
 			return false;
-		grow_set_cap(tc, v, pcpm_tcache_cap[v]);
+		grow_set_cap(tc, v, grow_base(v));
 		tc->trip[v] = tc->overage[v] = 0;
 	}
 	return true;
@@ -346,7 +352,7 @@ static void tcache_grow_refill(struct tcache *tc, unsigned cls)
 	 * blocks, growth tripled the peak RSS and doubled the time) */
 	if (!(t & TC_TRIP_ON) || cls >= nr_grow || __atomic_load_n(&nr_live, __ATOMIC_RELAXED) > 1)
 		return;
-	unsigned step = batch_for(cls), cap = tc->cap[cls] + step;
+	unsigned step = grow_step(cls), cap = tc->cap[cls] + step;
 	size_t bytes = (size_t)step * pcpm_class_size[cls];
 	if (cap > TC_GROW_SLOTS || !grow_budget(tc, cls, bytes) ||
 	    (tc->slots_max[cls] < cap && !grow_move(tc, cls)))
@@ -364,7 +370,7 @@ static bool tcache_grow_flush(struct tcache *tc, unsigned cls)
 	if (!(t & TC_TRIP_ON))
 		return false;
 	if ((t & TC_TRIP_FLUSHED) && ++tc->overage[cls] >= TC_OVERAGES) {
-		unsigned base = pcpm_tcache_cap[cls], step = batch_for(cls);
+		unsigned base = grow_base(cls), step = grow_step(cls);
 		tc->overage[cls] = 0;
 		grow_set_cap(tc, cls, tc->cap[cls] > base + step ? tc->cap[cls] - step : base);
 		if (tc->cap[cls] <= base)
@@ -536,11 +542,13 @@ bool tcache_mode_ready(struct tcache *tc, unsigned cls)
 bool tcache_mode_refill(struct tcache *tc, unsigned cls)
 {
 	struct tcache_bin *sb = &tc->sbins[cls];
+	tcache_grow_refill(tc, cls);
 	return refill_stack(tc, sb, cls, MIN(mode_batch_for(cls), tcache_bin_room(sb))) != 0;
 }
 
 void tcache_mode_flush(struct tcache *tc, unsigned cls)
 {
+	tcache_grow_flush(tc, cls); /* (one batch either way) */
 	flush_stack(tc, &tc->sbins[cls], cls, mode_batch_for(cls), true);
 }
 
@@ -573,8 +581,7 @@ static bool tcache_in_other_cache(const void *p, unsigned cls)
 		struct tcache_bin *b = fast ? &tc->bins[cls] : &tc->sbins[cls];
 		void **top = __atomic_load_n(&b->top, __ATOMIC_RELAXED);
 		uint16_t n = (uint16_t)(b->empty - (uint16_t)(uintptr_t)top) / sizeof(void *);
-		unsigned max = fast ? __atomic_load_n(&tc->slots_max[cls], __ATOMIC_RELAXED)
-				    : mode_cap[cls];
+		unsigned max = __atomic_load_n(&tc->slots_max[cls], __ATOMIC_RELAXED);
 		for (unsigned i = 0; top && i < n && i < max && !found; i++)
 			found = __atomic_load_n(&top[i], __ATOMIC_RELAXED) == p;
 	}
@@ -655,9 +662,8 @@ static size_t tc_bytes(const struct tcache *tc)
 {
 	size_t bytes = 0;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
-		unsigned n = MIN(tcache_bin_count(&tc->bins[c]),
-				 __atomic_load_n(&tc->slots_max[c], __ATOMIC_RELAXED)) +
-			     MIN(tcache_bin_count(&tc->sbins[c]), mode_cap[c]);
+		unsigned max = __atomic_load_n(&tc->slots_max[c], __ATOMIC_RELAXED); /* grow_bin's */
+		unsigned n = MIN(tcache_bin_count(grow_bin(tc, c)), max);
 		bytes += (size_t)n * pcpm_class_size[c];
 	}
 	return bytes;
