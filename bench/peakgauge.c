@@ -80,13 +80,21 @@ static void print_gauges(char *json)
 
 __attribute__((destructor)) static void peakgauge_report(void)
 {
+	static char final_json[JSON_MAX]; /* (the sampler may still be writing scratch) */
+	char *json = peak_json;
 	stopping = 1;
 	long r = resident_pages(); /* the last moment counts too */
+	/* so does a run too short for the sampler (a starved thread on a loaded machine):
+	 * the gauges as they stand now */
+	if ((r > peak_pages || !peak_json[0]) && stats_json) {
+		stats_json(final_json, sizeof(final_json));
+		json = final_json;
+	}
 	if (r > peak_pages)
 		peak_pages = r;
 	fprintf(stderr, "peakgauge: rss_peak_kib=%ld samples=%ld",
 		peak_pages * (sysconf(_SC_PAGESIZE) / 1024), samples);
-	print_gauges(peak_json);
+	print_gauges(json);
 	fprintf(stderr, "\n");
 }
 
