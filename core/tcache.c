@@ -58,9 +58,10 @@ static struct tcache *free_caches; /* caches of exited threads, under registry_l
  * tcache_grow_refill */
 static unsigned nr_live;
 /* counters of caches that are gone (thread exit) and of calls made without a cache */
-static struct {
+struct tc_counts {
 	uint64_t malloc_calls, free_calls, refills, flushes, large_allocs;
-} dead;
+};
+static struct tc_counts dead;
 static _Atomic uint64_t nocache_malloc, nocache_free;
 
 static void tcache_thread_exit(void *arg);
@@ -80,16 +81,17 @@ static void tcache_calls(const struct tcache *tc, uint64_t *mallocs, uint64_t *f
 	*frees = tc->free_calls + tc->pops + held - tc->moved;
 }
 
-/* Adds tc's counters to the sums of caches that are gone (thread exit, fork child). */
-static void dead_add(const struct tcache *tc)
+/* Adds tc's counters to the sums *c (the caches that are gone: thread exit, fork child;
+ * a statistics report). */
+static void counts_add(struct tc_counts *c, const struct tcache *tc)
 {
 	uint64_t m, f;
 	tcache_calls(tc, &m, &f);
-	dead.malloc_calls += m;
-	dead.free_calls += f;
-	dead.refills += tc->refills;
-	dead.flushes += tc->flushes;
-	dead.large_allocs += tc->large_allocs;
+	c->malloc_calls += m;
+	c->free_calls += f;
+	c->refills += tc->refills;
+	c->flushes += tc->flushes;
+	c->large_allocs += tc->large_allocs;
 }
 
 void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
@@ -647,7 +649,7 @@ static void tcache_thread_exit(void *arg)
 	nr_live--;
 	if (tc->next)
 		tc->next->prev = tc->prev;
-	dead_add(tc);
+	counts_add(&dead, tc);
 	/* from here on the thread allocates straight from the slabs; the cache is reused */
 	pcpm_tcp = &tc_dead;
 	tc->free_next = free_caches;
@@ -676,37 +678,24 @@ void tcache_stats_add(struct pcpm_stats *s)
 	PCPM_INSIDE_BEGIN();
 	bool locked = likely(!pcpm_nested()) ? (pcpm_lock(&registry_lock), true)
 					      : pcpm_trylock(&registry_lock);
+	struct tc_counts sum = dead;
 	if (!locked) {
 		/* a signal handler that interrupted a registry lock holder (perhaps this thread)
 		 * must not wait (kernel-pcp.md §12.2): the exited threads' totals (static,
 		 * racy read of counters that only grow) and this thread's own, not the others' */
-		struct tcache *me = tcache_self();
-		uint64_t m, f;
-		tcache_calls(me, &m, &f);
-		s->malloc_calls += dead.malloc_calls + m;
-		s->free_calls += dead.free_calls + f;
-		s->tcache_refills += dead.refills + me->refills;
-		s->fbatch_flushes += dead.flushes + me->flushes;
-		s->large_alloc += dead.large_allocs + me->large_allocs;
-		goto nocache;
+		counts_add(&sum, tcache_self());
+	} else {
+		for (struct tcache *tc = registry; tc; tc = tc->next) {
+			counts_add(&sum, tc);
+			s->tcache_bytes += tc_bytes(tc);
+		}
+		pcpm_unlock(&registry_lock);
 	}
-	s->malloc_calls += dead.malloc_calls;
-	s->free_calls += dead.free_calls;
-	s->tcache_refills += dead.refills;
-	s->fbatch_flushes += dead.flushes;
-	s->large_alloc += dead.large_allocs;
-	for (struct tcache *tc = registry; tc; tc = tc->next) {
-		uint64_t m, f;
-		tcache_calls(tc, &m, &f);
-		s->malloc_calls += m;
-		s->free_calls += f;
-		s->tcache_refills += tc->refills;
-		s->fbatch_flushes += tc->flushes;
-		s->large_alloc += tc->large_allocs;
-		s->tcache_bytes += tc_bytes(tc);
-	}
-	pcpm_unlock(&registry_lock);
-nocache:
+	s->malloc_calls += sum.malloc_calls;
+	s->free_calls += sum.free_calls;
+	s->tcache_refills += sum.refills;
+	s->fbatch_flushes += sum.flushes;
+	s->large_alloc += sum.large_allocs;
 	PCPM_INSIDE_END();
 	s->malloc_calls += atomic_load_explicit(&nocache_malloc, memory_order_relaxed);
 	s->free_calls += atomic_load_explicit(&nocache_free, memory_order_relaxed);
@@ -744,7 +733,7 @@ void tcache_fork_child(void)
 	for (struct tcache *tc = registry; tc; tc = tc->next) {
 		if (tc == tcache_self())
 			continue;
-		dead_add(tc);
+		counts_add(&dead, tc);
 	}
 	struct tcache *me = tcache_self();
 	if (me->state == TC_ACTIVE) {
