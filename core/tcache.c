@@ -29,17 +29,10 @@ static uint16_t mode_cap[NR_SIZE_CLASSES] PCPM_HOT;
 
 /*
  * Mid sizes (the classes above 4 KiB the fast paths serve, to 16 KiB) are bounded by bytes:
- * a stack may hold mid_class_bytes of objects (at least 2), and a thread's mid-size stacks
- * together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim): a thread that
- * uses one or two of these classes keeps deep stacks, one that touches all nine holds less
- * than nine full stacks.  32 KiB a stack on every machine, as the kernel keeps a CPU's
- * share of a cache from growing with the CPU count (pcp high by the cache slice, not by the
- * CPUs): with one CPU per thread each thread's stacks are one more level of objects in
- * flight, and at 64 KiB (8 of 8 KiB, 4 of 16 KiB) on machines of more than 4 CPUs the 32
- * threads of xthread 8-32 KiB at 224 CPUs held 3-4 MiB more at peak (issue 22, fourth
- * round); the per-CPU sheaves below keep the lock counts where they were.  The total (4
- * stacks' worth) above 4 CPUs; on smaller ones at most 4 objects a stack and no total (the
- * total sent 4-16 KiB churn's refills to the kmem_cache locks on 2 CPUs).
+ * a stack may hold mid_class_bytes of objects (at least 2; 32 KiB on every machine, as the
+ * kernel sizes a CPU's pcp by its cache slice, not by the CPUs), and above 4 CPUs a thread's
+ * mid-size stacks together 4 * mid_class_bytes, enforced on the slow paths (tcache_mid_trim);
+ * on smaller machines at most 4 objects a stack and no total (core/README.md, thread caches).
  */
 static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
@@ -103,23 +96,16 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 	mid_bytes = big ? 4 * mid_class_bytes : SIZE_MAX;
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		/* Capacity by object size, in the spirit of SLUB's sheaf capacity (4/12/26/60,
-		 * doubled for main + spare), never below one batch; above 4 KiB by bytes (see
-		 * mid_bytes: with nine classes from 8 to 16 KiB, stacks of a fixed four
-		 * objects each held 0.8 MiB of xthread-large's peak, where the producer's and
-		 * the consumer's stacks both fill). */
+		 * doubled for main + spare), never below one batch; above 4 KiB by bytes */
 		uint32_t size = pcpm_class_size[c];
 		unsigned cap = size <= 256 ? 4 * fbatch : size <= 1024 ? 2 * fbatch : fbatch;
 		if (size > 4096)
 			cap = (unsigned)MAX(2UL, MIN(big ? cap : 4, mid_class_bytes / size));
 		/* 0: every call to the slab (PCPMALLOC_TCACHE=0; memcheck mode, whose annotations
 		 * live on the slow paths; secure mode, whose checks do).  The paged classes
-		 * (20-32 KiB) get the mid sizes' byte rule too (2 or 3 objects, in the mid
-		 * budget: tcache_mid_trim), in the default mode's stacks only: malloc's slow
-		 * path pops them, free's fast path pushes them (their pages carry bin8 as every
-		 * slab page), a consumer's go back whole (tcache_flush_full).  Without a stack
-		 * every 20-32 KiB malloc and free took its CPU's sheaf lock: glibc-thread's 7.7 %
-		 * of the requests, 47.3 -> 41.0 M instructions with one (bench/RESULTS.md, issue
-		 * 22, fourth round) */
+		 * (20-32 KiB) get the mid sizes' byte rule too, in the default mode's stacks
+		 * only: malloc's slow path pops them, free's fast path pushes them (their pages
+		 * carry bin8 as every slab page; core/README.md, thread caches) */
 		pcpm_tcache_cap[c] = pcpm_cfg.tcache && fast_stacks ? (uint16_t)cap : 0;
 		mode_cap[c] = pcpm_cfg.tcache && mode_stacks && c < SLAB_PAGED_FIRST ? (uint16_t)cap : 0;
 		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
@@ -438,6 +424,22 @@ static void tcache_flush_full(struct tcache *tc, unsigned cls)
 	tcache_mid_trim(tc, cls);
 }
 
+/* Slow start (tcmalloc's max_length from 1; the kernel's alloc_factor, doubling each
+ * rmqueue_bulk in nr_pcp_alloc): a thread's k-th refill of a class takes TC_FIRST_BYTES << k of
+ * objects (at least one), up to a batch, so a thread that allocates a few objects of many
+ * classes does not hold a batch of each (core/README.md, thread caches). */
+#define TC_FIRST_BYTES 1024
+#define TC_RAMP_DONE 255
+static unsigned refill_want(struct tcache *tc, unsigned cls)
+{
+	unsigned batch = batch_for(cls);
+	if (tc->ramp[cls] == TC_RAMP_DONE)
+		return batch;
+	unsigned n = MAX(1U, (TC_FIRST_BYTES << tc->ramp[cls]) / pcpm_class_size[cls]);
+	tc->ramp[cls] = n >= batch ? TC_RAMP_DONE : tc->ramp[cls] + 1;
+	return MIN(n, batch);
+}
+
 static void *__tcache_alloc_slow(unsigned cls);
 void *tcache_alloc_slow(unsigned cls)
 {
@@ -474,8 +476,10 @@ static void *__tcache_alloc_slow(unsigned cls)
 		tc->cap[cls] = pcpm_tcache_cap[cls];
 		bin_set_cap(b, tc->cap[cls]);
 	}
+	unsigned want = refill_want(tc, cls);
 	tcache_grow_refill(tc, cls);
-	unsigned want = MIN(batch_for(cls), tcache_bin_room(b));
+	if (want > tcache_bin_room(b))
+		want = tcache_bin_room(b);
 	if (!refill_stack(tc, b, cls, want))
 		return NULL;
 	void *p = tcache_bin_pop(tc, b); /* hand out the newest, keep the rest */

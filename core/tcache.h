@@ -98,6 +98,9 @@ struct tcache {
 	 */
 	uint16_t slots_max[NR_SIZE_CLASSES];
 	uint8_t trip[NR_SIZE_CLASSES], overage[NR_SIZE_CLASSES];
+	/* slow start: refills of the class so far, up to the first of a whole batch (tcache.c's
+	 * refill_want; TC_RAMP_DONE from then on) */
+	uint8_t ramp[NR_SIZE_CLASSES];
 	uint64_t seen[NR_SIZE_CLASSES];
 	size_t grown;
 	void **grow_area;

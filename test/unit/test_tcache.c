@@ -6,7 +6,8 @@
  * between its flushes keeps the full capacity.  Stacks grow: a thread whose rounds of 1600
  * blocks overflow its stack and run it dry serves them from its stack alone after two rounds,
  * within PCPMALLOC_TCACHE_GROW_KB (the class refilled longest ago gives its growth back), and
- * gives capacity back when it only frees.  Also the kmem_caches' min_partial bound, and (in a
+ * gives capacity back when it only frees.  A new thread's first refills are small (slow
+ * start).  Also the kmem_caches' min_partial bound, and (in a
  * child on 224 synthetic CPUs) that a thread's mid-size stacks hold no more objects on a
  * many-CPU machine than on a small one.
  */
@@ -112,6 +113,45 @@ static int many_cpus(void)
 	       total, (unsigned long long)st.sheaf_bytes);
 	fflush(stdout);
 	return 0;
+}
+
+/*
+ * Slow start: a new thread that allocates one object of every class up to 4 KiB holds at
+ * most 1 KiB of each class's objects on its stacks (none of the classes above 1 KiB), not a
+ * batch of each; a class it keeps allocating reaches whole batches after a few refills.
+ * Before (7b2d058) the first refill took a batch: 8 objects of 2-4 KiB stayed on each stack.
+ */
+static void *slow_starter(void *arg)
+{
+	(void)arg;
+	unsigned last = size_to_class(4096);
+	static void *one[NR_SIZE_CLASSES];
+	for (unsigned c = 0; c <= last; c++)
+		CHECK(one[c] = pcpm_malloc(pcpm_class_size[c]));
+	struct tcache *tc = tcache_self();
+	size_t held = 0;
+	for (unsigned c = 0; c <= last; c++) {
+		size_t bytes = (size_t)on_stack(c) * pcpm_class_size[c];
+		CHECK(bytes <= 1024);
+		if (pcpm_class_size[c] >= 1024)
+			CHECK_EQ(on_stack(c), 0);
+		held += bytes;
+	}
+	unsigned c2k = size_to_class(2048);
+	uint64_t refills = tc->refills;
+	void *p[200];
+	for (int i = 0; i < 200; i++)
+		CHECK(p[i] = pcpm_malloc(2048));
+	CHECK_EQ(tc->ramp[c2k], 255); /* whole batches from now on */
+	unsigned batch = MIN((pcpm_tcache_cap[c2k] + 1U) / 2, tcache_fbatch());
+	CHECK(tc->refills - refills <= 4 + 200 / batch);
+	for (int i = 0; i < 200; i++)
+		pcpm_free(p[i]);
+	for (unsigned c = 0; c <= last; c++)
+		pcpm_free(one[c]);
+	printf("tcache: slow start, %zu bytes on a new thread's stacks after one malloc per class\n",
+	       held);
+	return NULL;
 }
 
 #define ROUND 1600
@@ -232,6 +272,8 @@ int main(void)
 	CHECK_EQ(pthread_create(&t, NULL, consumer, NULL), 0);
 	CHECK_EQ(pthread_join(t, NULL), 0);
 	CHECK_EQ(pthread_create(&t, NULL, churner, NULL), 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(pthread_create(&t, NULL, slow_starter, NULL), 0);
 	CHECK_EQ(pthread_join(t, NULL), 0);
 
 	for (int i = 0; i < 2 * ROUND; i++)
