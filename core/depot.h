@@ -22,21 +22,14 @@ void pcpm_depot_init(void);
  * that lock is the depot's set-up lock, taken around fork); false: out of memory. */
 bool depot_setup(int node);
 
-/* o, read from a free object (a link, or a pointer a carrier holds: home_chain.h), is the
- * start of an object of class cls, else the free list is corrupt (a write after free): abort. */
-static inline void depot_check(const void *o, unsigned cls)
+/* The next object of a chain of free objects of class cls (safe-linked), after checking o's
+ * descriptor: an object that is not one of the class's, or a bent link, aborts. */
+static inline void *depot_next(void *o, unsigned cls)
 {
 	struct page *pg = pcpm_page_of(o);
 	if (unlikely(!pg || pg->state != PG_SLAB || pg->cls != cls ||
 		     slab_obj_index(pg->slab_head, o) < 0))
 		pcpm_freelist_corrupt("malloc", o);
-}
-
-/* The next object of a chain of free objects of class cls (safe-linked), after checking o's
- * descriptor (depot_check). */
-static inline void *depot_next(void *o, unsigned cls)
-{
-	depot_check(o, cls);
 	return fl_decode(o, "malloc");
 }
 

@@ -37,7 +37,6 @@
 #include "barn.h"
 #include "config.h"
 #include "depot.h"
-#include "home_chain.h"
 #include "slab_cpu.h"
 #include "topology.h"
 
@@ -160,7 +159,6 @@ void pcpm_sheaf_init(bool on)
 	}
 	pcpm_barn_init();
 	pcpm_depot_init();
-	home_chain_init(); /* (after the depot's: its classes' chains carry nothing) */
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
 							     : SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 }
@@ -300,7 +298,8 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 	struct {
 		struct sheaf_cpu *sc;
 		uint32_t owner;
-		struct home_chain c;
+		unsigned n;
+		void *first, *last;
 	} g[HOME_GROUPS];
 	unsigned ng = 0, keep = 0;
 	/* (slab_owner names a slot once its sheaves took objects: set up before) */
@@ -320,27 +319,29 @@ static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
 		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
 		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
 			    inbox_max[cls])
-			g[ng++] = (typeof(g[0])){ g[k].sc, owner, { NULL, NULL, 0 } };
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
 		if (k == ng) {
 			objs[keep++] = o;
 			continue;
 		}
-		home_chain_add(&g[k].c, cls, o);
+		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
+		g[k].first = o;
+		g[k].n++;
 	}
 	for (unsigned k = 0; k < ng; k++) {
 		/* a class with a depot: into the owner's node's, which all its CPUs share (an
 		 * inbox waits for its one owner, and an exited thread's never drains) */
-		if (node >= 0 && (home_chain_close(&g[k].c, NULL),
-				  depot_give(pcp_cpu_node(g[k].owner - 1), cls, g[k].c.first, g[k].c.n)))
+		if (node >= 0 && (fl_store(g[k].last, NULL),
+				  depot_give(pcp_cpu_node(g[k].owner - 1), cls, g[k].first, g[k].n)))
 			continue;
 		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
 		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
 		do
-			home_chain_close(&g[k].c, old);
-		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].c.first,
+			fl_store(g[k].last, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
 							      memory_order_release,
 							      memory_order_relaxed));
-		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].c.n, memory_order_relaxed);
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
 	}
 	if (keep < n) {
 		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
@@ -365,11 +366,11 @@ static void __home_fill(struct sheaf_pcs *pcs, unsigned cls, int node)
 		pcs_cpu(pcs, cls)->inbox_drains++;
 	}
 	struct slab_sheaf *m = pcs->main;
-	unsigned got = home_chain_take(&o, cls, &m->objects[m->size], pcpm_sheaf_cap[cls] - m->size);
-	m->size += got;
-	n -= MIN(n, got);
-	/* the surplus to the node (a class with a depot: its chains carry nothing) */
-	pcs->home = o = depot_put_chain(node, cls, o, &n);
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = depot_next(o, cls)) {
+		m->objects[m->size++] = o;
+		n -= n > 0;
+	}
+	pcs->home = o = depot_put_chain(node, cls, o, &n); /* the surplus to the node */
 	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
 }
 
@@ -380,9 +381,9 @@ static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
 	pcs->home = NULL;
 	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
-	home_chain_release(cls, home);
-	home_chain_release(cls, atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
-							 memory_order_acquire));
+	depot_chain_release(cls, home);
+	depot_chain_release(cls, atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+							  memory_order_acquire));
 }
 
 /*
@@ -619,9 +620,11 @@ bool sheaf_holds(unsigned cls, const void *p)
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
 		/* the home chain, and the inbox: stable below its head while the lock keeps its
 		 * owner from taking it; pushes only add in front */
-		found = found || home_chain_has(pcs->home, cls, p) ||
-			home_chain_has(atomic_load_explicit(&sc->inbox[cls], memory_order_acquire),
-				       cls, p);
+		for (void *o = pcs->home; o && !found; o = depot_next(o, cls))
+			found = o == p;
+		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
+		     o && !found; o = depot_next(o, cls))
+			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p) || depot_holds(cls, p);

@@ -5,16 +5,20 @@
  * their slabs and empty slabs go back, and every slab page's fast descriptor (16 bytes, four
  * to a cache line) carries what free's fast path reads, cleared when the slab goes back.
  */
+#include "unit.h"
 #include "config.h"
 #include "slab.h"
 #include "topology.h"
-#include "unit.h"
 
 #include <string.h>
 
 int main(void)
 {
-	unit_slab_setup();
+	pcpm_config_init();
+	pcpm_topology_init();
+	pcpm_zone_init(&pcpm_zone);
+	pcpm_pcp_init();
+	pcpm_slab_init(0);
 
 	/* table: sizes strictly increase, 16-aligned, top class is 16 KiB */
 	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {

@@ -31,19 +31,6 @@ static inline unsigned long long rnd(unsigned long long *s)
 	return *s * 2685821657736338717ULL;
 }
 
-/* The layers up to the kmem_caches set up, for the tests that drive slab-level code (those
- * that include config.h, topology.h and slab.h before this header). */
-#if defined(PCPM_CONFIG_H) && defined(PCPM_TOPOLOGY_H) && defined(PCPM_SLAB_H)
-static inline void unit_slab_setup(void)
-{
-	pcpm_config_init();
-	pcpm_topology_init();
-	pcpm_zone_init(&pcpm_zone);
-	pcpm_pcp_init();
-	pcpm_slab_init(0);
-}
-#endif
-
 #ifdef _GNU_SOURCE
 #include <sched.h>
 
