@@ -122,24 +122,24 @@ void secure_size_mismatch(const void *p, size_t size, size_t n, const char *call
 
 /* Writes the canary over [from, end) (end 16-byte aligned, end - from >= 16): its first
  * SECURE_CANARY_CHECK bytes and more, and its last two words, the bytes the check reads.
- * The bytes up to the first word boundary in one unaligned store (one by one when it would
- * reach the last two words), then whole aligned words: no store straddles the last two
- * words, which the neighbouring slot's free reads from another thread
- * (small_check_neighbours) and must see whole. */
+ * The last two words first, whole and aligned (the neighbouring slot's free reads them from
+ * another thread, small_check_neighbours, and must see them whole); then the bytes up to
+ * the first word boundary in one unaligned store, which may reach into the last two words
+ * but writes there the bytes they already hold (the pattern is a function of the address),
+ * so no reader sees a word half changed; then whole aligned words.  (Before, the bytes up
+ * to the boundary went one by one whenever fewer than 24 canary bytes followed the block,
+ * half of wl-churn's mallocs: about 15 instructions each.) */
 static inline __attribute__((always_inline)) void secure_canary_fill(uint64_t c, char *from,
 								     char *end)
 {
+	secure_store64(end - 16, c);
+	secure_store64(end - 8, c);
+	__asm__("" ::: "memory"); /* the aligned words before the unaligned store */
+	secure_store64(from, secure_canary_at(c, from));
 	char *a = (char *)ALIGN_UP((uintptr_t)from, 8);
-	if (likely(from + 8 <= end - 16)) /* the bytes up to a in one unaligned store */
-		secure_store64(from, secure_canary_at(c, from));
-	else
-		for (char *q = from; q < a; q++)
-			*q = (char)(c >> (8 * ((uintptr_t)q & 7)));
 	char *lim = a + SECURE_CANARY_CHECK < end - 16 ? a + SECURE_CANARY_CHECK : end - 16;
 	for (char *q = a; q < lim; q += 8)
 		secure_store64(q, c);
-	secure_store64(end - 16, c);
-	secure_store64(end - 8, c);
 }
 
 /* Checks what secure_canary_fill wrote; aborts (overflow past p's end) when it changed. */

@@ -40,6 +40,30 @@ int main(void)
 				CHECK(*q != 0);
 		}
 	}
-	printf("test_secure_canary: %ld canary words, no zero byte\n", checked);
+	/* secure_canary_fill with every canary length from 16 bytes (the shortest: an unaligned
+	 * store that reaches into the last two words, written before it) and every offset of
+	 * the block's end in a word: every byte it writes is the pattern's (byte a & 7 of the
+	 * canary at address a), the last two words are the canary word whole, the check
+	 * passes, and nothing before the block's end or past the slot changed */
+	long fills = 0;
+	for (size_t len = 16; len <= 120; len++) {
+		char *end = slot + 256, *from = end - len;
+		uint64_t c = secure_canary(slot);
+		memset(slot, 'x', sizeof(slot));
+		memset(from, 0, len);
+		secure_canary_fill(c, from, end);
+		for (char *q = slot; q < from; q++)
+			CHECK(*q == 'x');
+		for (char *q = end; q < slot + sizeof(slot); q++)
+			CHECK(*q == 'x');
+		/* written: the first word boundary's 64 bytes on, up to the last two words */
+		char *w = (char *)(((uintptr_t)from + 7) & ~(uintptr_t)7) + SECURE_CANARY_CHECK;
+		for (char *q = from; q < (w < end - 16 ? w : end - 16); q++)
+			CHECK(*q == (char)(c >> (8 * ((uintptr_t)q & 7))));
+		CHECK(secure_load64(end - 16) == c && secure_load64(end - 8) == c);
+		secure_canary_check(c, from, end, from, "test"); /* aborts when it differs */
+		fills++;
+	}
+	printf("test_secure_canary: %ld canary words, no zero byte; %ld fills\n", checked, fills);
 	return 0;
 }
