@@ -529,13 +529,15 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
 {
 	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
 	const struct page_fast *fp;
+	uint32_t soff;
 	if (likely(off < __arena0_committed_racy()) &&
-	    likely((fp = pcpm_arena0.fast + (off >> PAGE_SHIFT))->fast_lim)) {
-		uint32_t soff = (uint32_t)(uintptr_t)p - fp->addr_lo; /* below 2^17 */
+	    likely((fp = pcpm_arena0.fast + (off >> PAGE_SHIFT))->fast_lim) &&
+	    /* below 2^17 in a slab; a descriptor read while its page changed hands may say
+	     * otherwise: then the struct page's view (free_other), never an address far off */
+	    likely((soff = (uint32_t)(uintptr_t)p - fp->addr_lo) < (PAGE_SIZE << SLAB_MAX_ORDER)))
 		small_free(p, (char *)p - soff, fp->reciprocal, fp->cls, call, size);
-	} else {
+	else
 		free_other(p, call, size);
-	}
 	pcpm_vmstat_after_free();
 }
 

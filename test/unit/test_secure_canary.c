@@ -64,6 +64,28 @@ int main(void)
 		secure_canary_check(c, from, end, from, "test"); /* aborts when it differs */
 		fills++;
 	}
-	printf("test_secure_canary: %ld canary words, no zero byte; %ld fills\n", checked, fills);
+	/* secure_is_zero and secure_zero over 0-40 16-byte pieces (the last 64 bytes as one
+	 * block overlapping the loop's): a byte set anywhere in [from, to) is seen, one just
+	 * outside is not, and the zeroing clears exactly [from, to) */
+	long ranges = 0;
+	for (size_t len = 0; len <= 640; len += 16) {
+		char *from = slot + 64, *to = from + len;
+		memset(slot, 0, sizeof(slot));
+		CHECK(secure_is_zero(from, to));
+		from[-1] = to[0] = 'x';
+		CHECK(secure_is_zero(from, to));
+		for (char *q = from; q < to; q++) {
+			*q = 1;
+			CHECK(!secure_is_zero(from, to));
+			*q = 0;
+		}
+		memset(slot, 'y', sizeof(slot));
+		secure_zero(from, to);
+		for (char *q = slot; q < slot + sizeof(slot); q++)
+			CHECK(*q == (q >= from && q < to ? 0 : 'y'));
+		ranges++;
+	}
+	printf("test_secure_canary: %ld canary words, no zero byte; %ld fills, %ld zero ranges\n",
+	       checked, fills, ranges);
 	return 0;
 }
