@@ -77,11 +77,14 @@ static PCPM_NOINLINE void *malloc_start(size_t n)
 
 void *pcpm_malloc_slow(size_t n)
 {
-	switch (mode()) {
+	/* secure mode first: every one of its calls comes here (its stacks are not the fast
+	 * path's), the default mode's only when its stack is empty; one compare, a tail call */
+	int m = mode();
+	if (m == PCPM_MODE_SECURE)
+		return secure_malloc(n);
+	switch (m) {
 	case PCPM_MODE_DEFAULT:
 		return dfl_malloc_slow(n);
-	case PCPM_MODE_SECURE:
-		return secure_malloc(n);
 	case PCPM_MODE_MEMCHECK:
 		return vg_malloc(n);
 	case PCPM_MODE_JUNK:
@@ -95,30 +98,14 @@ void *pcpm_malloc_slow(size_t n)
 
 /* ---- free ------------------------------------------------------------------------------ */
 
-static PCPM_NOINLINE void periodic_after_free(void)
-{
-	if (pcpm_nested()) /* a handler: the periodic work takes locks; a later call runs it */
-		return;
-	PCPM_INSIDE_BEGIN();
-	pcpm_vmstat_maybe_run();
-	PCPM_INSIDE_END();
-}
-
-/* A free's pcp drain (pcp_free) may have found its CPU's decay period passed and flagged the
- * periodic work: frees run it as mallocs do, so a program that only frees still decays and
- * purges (the lazy vmstat_update; pcp_free ran it itself before the work moved to vmstat.c). */
-static inline void free_done(void)
-{
-	if (unlikely(__atomic_load_n(&pcpm_pcp_periodic_due, __ATOMIC_RELAXED)))
-		periodic_after_free();
-}
-
 void pcpm_free_generic(void *p, const char *call)
 {
-	switch (mode()) {
-	case PCPM_MODE_SECURE:
-		secure_free_generic(p, call);
-		break;
+	/* secure mode first, as in pcpm_malloc_slow: a tail call (its free runs the periodic
+	 * work's check itself) */
+	int m = mode();
+	if (m == PCPM_MODE_SECURE)
+		return secure_free_generic(p, call);
+	switch (m) {
 	case PCPM_MODE_MEMCHECK:
 		vg_free_generic(p, call);
 		break;
@@ -132,7 +119,7 @@ void pcpm_free_generic(void *p, const char *call)
 		dfl_free_generic(p, call);
 		break;
 	}
-	free_done();
+	pcpm_vmstat_after_free();
 }
 
 void pcpm_free_sized_generic(void *p, size_t size, const char *call)
@@ -142,7 +129,7 @@ void pcpm_free_sized_generic(void *p, size_t size, const char *call)
 		return secure_free_sized(p, size, call);
 	case PCPM_MODE_DEFAULT:
 		dfl_free_sized(p, size, call);
-		free_done();
+		pcpm_vmstat_after_free();
 		return;
 	case PCPM_MODE_JUNK:
 	case PCPM_MODE_PROF: /* the default allocator below: its check (a sampled block is a
@@ -169,7 +156,7 @@ void pcpm_free_small_slow(void *p, unsigned bin8)
 		tcache_free_slow(p, cls);
 	else
 		return pcpm_free_generic(p, "free");
-	free_done();
+	pcpm_vmstat_after_free();
 }
 
 void pcpm_free_slab_checked(void *p, const char *call)
@@ -182,7 +169,7 @@ void pcpm_free_slab_checked(void *p, const char *call)
 		dfl_free_slab_checked(p, call);
 	else
 		return pcpm_free_generic(p, call);
-	free_done();
+	pcpm_vmstat_after_free();
 }
 
 /* ---- calloc, realloc, usable size ------------------------------------------------------ */

@@ -160,20 +160,23 @@ struct small {
 	char *slot;
 	size_t size, n, off;
 	long idx;
+	unsigned cls;
 };
 
 /*
- * Finds and checks the live small block p of slab head: its slot, header, canary; fills b.
- * Aborts with the call's name: invalid pointer (not a block's start), double free (the slot
- * is free), heap underflow (header changed), heap overflow (canary changed).
+ * Finds and checks the live small block p of the slab at addr (its cache's reciprocal, its
+ * class cls): its slot, header, canary; fills b.  Aborts with the call's name: invalid
+ * pointer (not a block's start), double free (the slot is free), heap underflow (header
+ * changed), heap overflow (canary changed).
  */
-static inline __attribute__((always_inline)) void __small_check(char *p, struct page *head,
-								const char *call, struct small *b)
+static inline __attribute__((always_inline)) void
+__small_check(char *p, char *addr, uint32_t reciprocal, unsigned cls, const char *call,
+	      struct small *b)
 {
-	struct kmem_cache *s = slab_cache_of(head);
-	size_t size = s->size, soff = (size_t)(p - head->addr);
-	size_t idx = (soff * head->reciprocal) >> 32;
-	char *slot = head->addr + idx * size;
+	struct kmem_cache *s = &pcpm_caches[cls];
+	size_t size = s->size, soff = (size_t)(p - addr);
+	size_t idx = (soff * reciprocal) >> 32;
+	char *slot = addr + idx * size;
 	size_t off = (size_t)(p - slot);
 	if (unlikely(idx >= s->objects || ((uintptr_t)p & 15) || off < SECURE_HDR))
 		pcpm_bad_pointer(call, p);
@@ -202,13 +205,14 @@ static inline __attribute__((always_inline)) void __small_check(char *p, struct 
 	b->n = n;
 	b->off = off;
 	b->idx = (long)idx;
+	b->cls = cls;
 }
 
 /* __small_check out of line, for the calls that are no free (usable size, realloc). */
 static PCPM_NOINLINE void small_check(char *p, struct page *head, const char *call,
 				      struct small *b)
 {
-	__small_check(p, head, call, b);
+	__small_check(p, head->addr, head->reciprocal, head->cls, call, b);
 }
 
 /* A word another thread may be storing (whole words only), read as one. */
@@ -226,7 +230,7 @@ static inline uint64_t load_word(const char *q)
  * underflow from p or an overflow past its end.
  */
 static inline __attribute__((always_inline)) void
-small_check_neighbours(const struct small *b, struct page *head, const char *p, const char *call)
+small_check_neighbours(const struct small *b, const char *p, const char *call)
 {
 	if (b->idx > 0) {
 		uint64_t c = secure_canary(b->slot - b->size);
@@ -234,7 +238,7 @@ small_check_neighbours(const struct small *b, struct page *head, const char *p, 
 		if (unlikely((w1 && w1 != c) || (w2 && w2 != c)))
 			secure_underflow(p, call);
 	}
-	if ((uint32_t)b->idx + 1 < slab_cache_of(head)->objects) {
+	if ((uint32_t)b->idx + 1 < pcpm_caches[b->cls].objects) {
 		const char *next = b->slot + b->size;
 		uint64_t mark = load_word(next + 8), w = load_word(next);
 		uint64_t link = w ^ (uintptr_t)next ^ pcpm_link_key;
@@ -260,13 +264,12 @@ static inline char *written_end(const struct small *b)
  * handler runs, no active cache, no quarantine, a full stack): the slot, checked, zeroed
  * and marked free, to the thread's ring and stack or the slab, with pcpm_inside set (the
  * stack's flush takes locks). */
-static PCPM_NOINLINE void small_free_tail(char *slot, struct page *head)
+static PCPM_NOINLINE void small_free_tail(char *slot, unsigned cls)
 {
 	PCPM_INSIDE_BEGIN();
-	unsigned cls = head->cls;
 	if (unlikely(pcpm_nested())) {
 		tcache_count(true);
-		slab_free_nested(slot, head);
+		slab_free_nested(slot, pcpm_page_of(slot)->slab_head);
 		goto out;
 	}
 	tcache_ensure();
@@ -289,7 +292,7 @@ out:
 }
 
 /*
- * Frees the small block p of slab head (size: the caller's, or SECURE_NO_SIZE): checks,
+ * Frees the small block p of the slab at addr (size: the caller's, or SECURE_NO_SIZE): checks,
  * zero, free mark, the quarantine ring; what falls out of it goes to its stack.  Secure
  * mode's fast path for free: inline in its entries, one function from the checks to the
  * stack push, no call on the way (the checks were two calls down, under the pcpm_inside
@@ -299,15 +302,16 @@ out:
  * small_free_tail.  A free is counted (free_calls) only where no push follows: tcache_calls
  * counts a stack's pushes itself (counted both ways, secure mode reported twice its frees).
  */
-static inline __attribute__((always_inline)) void small_free(char *p, struct page *head,
+static inline __attribute__((always_inline)) void small_free(char *p, char *addr,
+							     uint32_t reciprocal, unsigned cls,
 							     const char *call, size_t size)
 {
 	struct small b;
-	__small_check(p, head, call, &b);
+	__small_check(p, addr, reciprocal, cls, call, &b);
 	if (unlikely(size != SECURE_NO_SIZE && size != b.n))
 		secure_size_mismatch(p, size, b.n, call);
 	if (secure_on(SECURE_P_CANARY))
-		small_check_neighbours(&b, head, p, call);
+		small_check_neighbours(&b, p, call);
 	__atomic_store_n((uint64_t *)(b.slot + 8), PCPM_FREE_KEY, __ATOMIC_RELAXED);
 	/* the padding in front of an aligned block stayed zero: from its header on */
 	if (secure_on(SECURE_P_ZERO))
@@ -317,7 +321,6 @@ static inline __attribute__((always_inline)) void small_free(char *p, struct pag
 	secure_store64(b.slot, 0);
 	struct tcache *tc = tcache_self();
 	if (likely(tc->state == TC_ACTIVE && secure_on(SECURE_P_QUAR) && !pcpm_nested())) {
-		unsigned cls = head->cls;
 		void *old = ring_swap_class(tc, b.slot, &cls);
 		struct tcache_bin *sb = &tc->sbins[cls];
 		if (likely(old && !tcache_bin_full(sb))) {
@@ -333,7 +336,7 @@ static inline __attribute__((always_inline)) void small_free(char *p, struct pag
 		PCPM_INSIDE_END();
 		return;
 	}
-	small_free_tail(b.slot, head);
+	small_free_tail(b.slot, b.cls);
 }
 
 /* A pointer the fast path took for a slab object's start: no secure block starts there. */
@@ -493,9 +496,18 @@ void *secure_aligned_alloc(size_t align, size_t size)
 
 /* ---- free, usable size ----------------------------------------------------------------- */
 
-/* Frees what is no small block: a zero-size block, a page run, a huge mapping (or aborts). */
+/* Frees what is not a small block of the first arena: NULL, a small block of another arena,
+ * a zero-size block, a page run, a huge mapping (or aborts). */
 static PCPM_NOINLINE void free_other(void *p, const char *call, size_t size)
 {
+	if (!p)
+		return;
+	struct page *pg = pcpm_page_of(p);
+	if (pg && pg->state == PG_SLAB) {
+		struct page *head = pg->slab_head;
+		small_free(p, head->addr, head->reciprocal, head->cls, call, size);
+		return;
+	}
 	PCPM_INSIDE_BEGIN();
 	if (secure_is_zero_block(p))
 		((uintptr_t)p & 15) ? pcpm_bad_pointer(call, p) : (void)0;
@@ -504,28 +516,38 @@ static PCPM_NOINLINE void free_other(void *p, const char *call, size_t size)
 	PCPM_INSIDE_END();
 }
 
-/* Any block: small ones through small_free, inline. */
+/*
+ * Any block: small ones of the first arena through small_free, inline, found as the default
+ * mode's free fast path finds them (free_fast.h): the page's 16-byte fast descriptor (four
+ * to a line) has the slab's address, reciprocal and class, and its bound is not 0 on every
+ * page of a slab (secure mode carves them whole), so neither the 64-byte struct page nor
+ * the slab's head is read; the rest in free_other.  Then the periodic work, when a drain
+ * flagged it (api.c's switch, which ran it before, now tail-calls secure mode's free).
+ */
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call,
 							       size_t size)
 {
-	struct page *pg = pcpm_page_of(p);
-	if (likely(pg && pg->state == PG_SLAB))
-		small_free(p, pg->slab_head, call, size);
+	uintptr_t off = (uintptr_t)p - (uintptr_t)pcpm_arena0.base;
+	const struct page_fast *fp;
+	uint32_t soff;
+	if (likely(off < __arena0_committed_racy()) &&
+	    likely((fp = pcpm_arena0.fast + (off >> PAGE_SHIFT))->fast_lim) &&
+	    /* below 2^17 in a slab; a descriptor read while its page changed hands may say
+	     * otherwise: then the struct page's view (free_other), never an address far off */
+	    likely((soff = (uint32_t)(uintptr_t)p - fp->addr_lo) < (PAGE_SIZE << SLAB_MAX_ORDER)))
+		small_free(p, (char *)p - soff, fp->reciprocal, fp->cls, call, size);
 	else
 		free_other(p, call, size);
+	pcpm_vmstat_after_free();
 }
 
 void secure_free_generic(void *p, const char *call)
 {
-	if (!p)
-		return;
 	free_checked(p, call, SECURE_NO_SIZE);
 }
 
 void secure_free_sized(void *p, size_t size, const char *call)
 {
-	if (!p)
-		return;
 	free_checked(p, call, size);
 }
 

@@ -142,3 +142,12 @@ void pcpm_vmstat_fork_child(void)
 	atomic_store(&pcpm_vmstat_running, 0);
 	atomic_store(&pcpm_zone_free_waiter, 0);
 }
+
+void pcpm_vmstat_after_free_slow(void)
+{
+	if (pcpm_nested()) /* a handler: the periodic work takes locks; a later call runs it */
+		return;
+	PCPM_INSIDE_BEGIN();
+	pcpm_vmstat_maybe_run();
+	PCPM_INSIDE_END();
+}

@@ -39,6 +39,18 @@ static inline void pcpm_vmstat_maybe_run(void)
 	}
 }
 
+/* After a free: a free's pcp drain (pcp_free) may have found its CPU's decay period passed
+ * and flagged the periodic work, so frees run it as mallocs do (a program that only frees
+ * still decays and purges: the lazy vmstat_update).  Not in a signal handler (the work
+ * takes locks; a later call runs it). */
+void pcpm_vmstat_after_free_slow(void);
+
+static inline void pcpm_vmstat_after_free(void)
+{
+	if (unlikely(__atomic_load_n(&pcpm_pcp_periodic_due, __ATOMIC_RELAXED)))
+		pcpm_vmstat_after_free_slow();
+}
+
 /* Starts the worker if configured and not running (call with no allocator lock held). */
 void pcpm_vmstat_start(void);
 
