@@ -121,6 +121,13 @@ static bool zone_take_piece(struct zone *z, struct zone_piece *p)
 		z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
 		return true;
 	}
+	if (z->grow_next == z->grow_end && z->ahead_pages) {
+		/* the chunk committed ahead: its blocks now */
+		z->grow_arena = z->ahead_arena;
+		z->grow_next = z->ahead_first;
+		z->grow_end = z->ahead_first + z->ahead_pages;
+		z->ahead_pages = 0;
+	}
 	if (z->grow_next == z->grow_end)
 		return false;
 	/* half of what is left (rounded up), so that the growers who ran dry with this one
@@ -165,11 +172,18 @@ static void __zone_publish_piece(struct zone *z, const struct zone_piece *p)
 
 /* add_memory's end: the chunk zone_grow_prepare committed becomes blocks to take; the zone's
  * first one is its young block (far guards: none, its pieces would be split without
- * guards).  Both locks held. */
+ * guards).  A chunk committed ahead waits behind the current chunk's last blocks (ahead_*).
+ * Zone lock held. */
 static void __zone_grow_commit(struct zone *z, const struct zone_chunk *c)
 {
 	z->zone_grow++;
 	z->grow_chunk = c->pages;
+	if (z->grow_next != z->grow_end) {
+		z->ahead_first = c->first;
+		z->ahead_pages = c->pages;
+		z->ahead_arena = c->arena;
+		return;
+	}
 	z->grow_arena = c->arena;
 	z->grow_next = c->first;
 	z->grow_end = c->first + c->pages;
@@ -244,7 +258,7 @@ bool __zone_grow(struct zone *z)
 	struct zone_grower *g = &z->grower;
 	struct zone_piece p;
 	if (zone_take_piece(z, &p)) {
-		bool ahead = !p.young && !g->committing && !z->max_pages &&
+		bool ahead = !p.young && !g->committing && !z->max_pages && !z->ahead_pages &&
 			     z->grow_chunk >= ZONE_GROW_AHEAD_MIN &&
 			     (size_t)(z->grow_end - z->grow_next) <= ZONE_GROW_PIECE << MAX_PAGE_ORDER;
 		if (ahead)

@@ -82,6 +82,10 @@ struct zone {
 	struct page *grow_next, *grow_end;
 	struct arena *grow_arena;
 	size_t grow_chunk;	/* pages of the last chunk committed (ZONE_GROW_AHEAD_MIN) */
+	/* a chunk committed ahead (__zone_grow), taken once [grow_next, grow_end) is empty */
+	struct page *ahead_first;
+	size_t ahead_pages;
+	struct arena *ahead_arena;
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */

@@ -13,6 +13,8 @@
  *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
  *     (and in the statistics keys);
  *   - the grower faults in every page of a new chunk's descriptors (none under the lock);
+ *   - a chunk of 16 MiB or more is committed ahead, and the blocks left of the current
+ *     chunk are taken before it (none lost);
  *   - the huge cache's periodic decay, and the zone's periodic purge, take no lock when
  *     there is nothing to decay or purge.
  */
@@ -308,6 +310,41 @@ int main(void)
 	memset(&st, 0, sizeof(st));
 	huge_stats_add(&st);
 	CHECK_EQ(st.huge_lock, hacq);
+
+	/* 6. Commit ahead: once chunks are 16 MiB or more, the grower whose piece leaves at most
+	 * ZONE_GROW_PIECE blocks commits the next chunk (after publishing its own piece), and
+	 * the current chunk's last blocks are still taken before the new chunk's (none lost). */
+	pcpm_cfg.arena_chunk_mb = 64;
+	static struct page *more[256];
+	int m = take_all(more, 256);
+	struct page *o1 = NULL, *o2 = NULL;
+	while (m < 200) {
+		bool had = z->ahead_pages != 0;
+		more[m] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+		CHECK(more[m]);
+		m++;
+		if (!had && z->ahead_pages) {
+			o1 = z->grow_next; /* the current chunk's blocks left when it fired */
+			o2 = z->grow_end;
+			break;
+		}
+	}
+	CHECK(o1 != NULL);
+	CHECK(z->ahead_pages >= 4UL << MAX_PAGE_ORDER);
+	CHECK(!z->grower.committing);
+	size_t left = (size_t)(o2 - o1) >> MAX_PAGE_ORDER, seen = 0;
+	CHECK(left <= ZONE_GROW_PIECE);
+	for (int k = 0; k < (int)left + 8 && seen < left; k++) {
+		CHECK(m < 256);
+		more[m] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+		CHECK(more[m]);
+		if (more[m] >= o1 && more[m] < o2)
+			seen++;
+		m++;
+	}
+	CHECK_EQ(seen, left);
+	for (int k = 0; k < m; k++)
+		zone_free_pages(z, more[k], MAX_PAGE_ORDER);
 
 	printf("zone_grow: %llu growths, %llu ns growing, zone lock longest hold %llu ns\n",
 	       (unsigned long long)z->zone_grow, (unsigned long long)z->grower.grow_ns,
