@@ -25,7 +25,7 @@ MECH = [
      "kernel build: zone-lock contention 12.6% -> 11.0%",
      ["wall", "zone_lock", "pages_per_refill", "zone_lock_contended_pct", "zone_lock_wait_pct"]),
     ("count_min", "5. count_min decay (RFC: decay only pages idle since the last period)",
-     "PCPMALLOC_DECAY_MODE=mainline / count_min (DECAY_MS=100)",
+     "PCPMALLOC_DECAY_MODE=mainline / count_min (DECAY_MS=25)",
      "wl-burst: 2 threads, 6 bursts of 64 MiB each in 16-256 B objects, 250 ms idle between",
      "8 parallel kernel builds: pages allocated from the zone -21.4%",
      ["wall", "pgalloc_zone", "decay_runs", "high_decays", "rss"]),

@@ -29,11 +29,11 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 g = lambda k: s.get(k, 0)
 print('%-16s %-34s grow %3d  zone_lock %6d  hold mean %6.0f ns  max %9.1f us  long %3d (%6.1f ms)'
-      '  per growth %7.1f us  grow_lock max %7.1f us, waited %d  huge_lock %d' % (
+      '  per growth %7.1f us  grow waits %d (%7.1f us)  huge_lock %d' % (
           sys.argv[2], sys.argv[3].split(' -t')[0].split(' -p')[0], g('zone_grow'), g('zone_lock'),
           g('zone_lock_hold_ns'), g('zone_lock_hold_max_ns') / 1e3, g('zone_lock_long_holds'),
           g('zone_lock_long_hold_ns') / 1e6, g('zone_grow_ns') / max(1, g('zone_grow')) / 1e3,
-          g('zone_grow_lock_hold_max_ns') / 1e3, g('zone_grow_lock_contended'), g('huge_lock')))
+          g('zone_grow_waits'), g('zone_grow_wait_ns') / 1e3, g('huge_lock')))
 PY
 		done
 	done

@@ -70,38 +70,63 @@ static struct region *_Atomic *install_leaf(uintptr_t g, struct region *_Atomic 
 	return cur;
 }
 
+/* A leaf a thread mapped and lost to another's install, kept for the next one (lock-free). */
+static struct region *_Atomic *_Atomic leaf_spare;
+
+/* A leaf for granule g installed, or NULL when metadata cannot be had.  No lock held: the
+ * leaf comes from pcpm_meta_alloc (which maps with no lock held) and is installed with a
+ * compare-exchange, so no lock of the map waits for a system call. */
+static struct region *_Atomic *leaf_get(uintptr_t g)
+{
+	struct region *_Atomic *leaf =
+		atomic_exchange_explicit(&leaf_spare, NULL, memory_order_acquire);
+	if (!leaf)
+		leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
+	if (!leaf)
+		return NULL;
+	struct region *_Atomic *in = install_leaf(g, leaf);
+	if (in != leaf) {
+		/* zeroed still: nothing was stored in it */
+		struct region *_Atomic *none = NULL;
+		(void)atomic_compare_exchange_strong_explicit(&leaf_spare, &none, leaf,
+							      memory_order_release,
+							      memory_order_relaxed);
+	}
+	return in;
+}
+
 /* Publishes (r), clears (r == NULL) or only prepares (publish false) the granules of
- * [base, base+len).  False when a leaf is needed and metadata cannot be mapped. */
+ * [base, base+len).  False when a leaf is needed and metadata cannot be mapped (nothing is
+ * published then).  The leaves come first, with no lock held (leaf_get); map_lock covers
+ * the stores only. */
 static bool map_update(const void *base, size_t len, struct region *r, bool publish)
 {
 	uintptr_t a = (uintptr_t)base;
-	bool ok = true;
 	if ((a + len - 1) >> 47 || a + len - 1 < a)
 		return false; /* past the user address space (a growth in place that cannot be) */
-	lockstat_lock(&map_lock, &map_ls);
-	for (uintptr_t g = a >> GRANULE_SHIFT; g <= (a + len - 1) >> GRANULE_SHIFT; g++) {
+	uintptr_t g0 = a >> GRANULE_SHIFT, g1 = (a + len - 1) >> GRANULE_SHIFT;
+	for (uintptr_t g = g0; g <= g1; g++) {
 		/* A compare-exchange of NULL with NULL reads the root entry with a write: the
 		 * first touch of this page of map_root (zero-filled .bss) faults once, for
 		 * writing, instead of once to read the zero page and again to copy it. */
 		struct region *_Atomic *leaf = NULL;
 		atomic_compare_exchange_strong_explicit(&map_root[g >> LEAF_BITS], &leaf, NULL,
-							memory_order_relaxed, memory_order_relaxed);
-		if (!leaf) {
-			if (publish && !r)
-				continue; /* nothing to clear */
-			leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
-			if (!leaf) {
-				ok = false;
-				break;
-			}
-			leaf = install_leaf(g, leaf);
-		}
-		if (publish)
+							memory_order_acquire, memory_order_acquire);
+		if (!leaf && !(publish && !r) && !leaf_get(g))
+			return false;
+	}
+	if (!publish)
+		return true;
+	lockstat_lock(&map_lock, &map_ls);
+	for (uintptr_t g = g0; g <= g1; g++) {
+		struct region *_Atomic *leaf =
+			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire);
+		if (leaf) /* (none: nothing to clear) */
 			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
 					      memory_order_release);
 	}
 	lockstat_unlock(&map_lock, &map_ls);
-	return ok;
+	return true;
 }
 
 bool pcpm_map_reserve(const void *base, size_t len)
@@ -116,7 +141,7 @@ bool pcpm_map_set(const void *base, size_t len, struct region *r)
 
 static char *meta_cur PCPM_HOT, *meta_end PCPM_HOT;
 
-static void *__meta_alloc(size_t len);
+static void *meta_alloc_unlock(size_t len, bool try);
 
 /* pcpm_meta_alloc for signal handlers: trylock only (mmap, for a new chunk, is
  * async-signal-safe; a nolock fork child lives on region structs from here). */
@@ -125,52 +150,49 @@ static void *meta_alloc_try(size_t len)
 	len = ALIGN_UP(len, 64);
 	if (!lockstat_trylock(&meta_lock, &meta_ls))
 		return NULL;
-	void *r = __meta_alloc(len);
-	lockstat_unlock(&meta_lock, &meta_ls);
-	return r;
+	return meta_alloc_unlock(len, true);
 }
 
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 {
 	uintptr_t a = (uintptr_t)base;
 	uintptr_t g0 = a >> GRANULE_SHIFT, g1 = (a + len - 1) >> GRANULE_SHIFT;
-	/* When every leaf exists, the stores need no lock: the granules of a new mapping are
-	 * its own (the kernel gave the range to nobody else), and map_lock only guards the
-	 * creation of leaves.  So a handler that interrupted a map_lock holder still maps. */
-	bool have_leaves = true;
-	for (uintptr_t g = g0; have_leaves && g <= g1; g++)
-		have_leaves = atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire) != NULL;
-	/* map_lock, when free, keeps two handlers from mapping a leaf each for one slot */
-	bool locked = !have_leaves && lockstat_trylock(&map_lock, &map_ls);
-	bool ok = true;
-	for (uintptr_t g = g0; ok && g <= g1; g++) {
-		if (atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_relaxed))
-			continue;
-		struct region *_Atomic *leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
-		if (!leaf) {
-			/* meta_lock taken (or held for good in a nolock fork child): a leaf of
-			 * its own mapping, installed with one compare-exchange; map_update
-			 * installs its leaves the same way, so neither overwrites the other */
-			leaf = pcpm_os_map(sizeof(*leaf) << LEAF_BITS, PAGE_SIZE);
-			if (!leaf) {
-				ok = false;
-				break;
+	/* The stores need no lock: the granules of a new mapping are its own (the kernel gave
+	 * the range to nobody else), and leaves are installed with a compare-exchange, so a
+	 * handler that interrupted a map_lock holder still maps.  No lock is held across the
+	 * system calls below either. */
+	for (uintptr_t g = g0; g <= g1; g++) {
+		if (!r || atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire))
+			continue; /* (a granule without a leaf has nothing to clear) */
+		struct region *_Atomic *leaf =
+			atomic_exchange_explicit(&leaf_spare, NULL, memory_order_acquire);
+		if (!leaf)
+			leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
+		if (leaf) {
+			if (install_leaf(g, leaf) != leaf) {
+				struct region *_Atomic *none = NULL;
+				(void)atomic_compare_exchange_strong_explicit(
+					&leaf_spare, &none, leaf, memory_order_release,
+					memory_order_relaxed);
 			}
-			struct region *_Atomic *in = install_leaf(g, leaf);
-			if (in != leaf)
-				pcpm_os_unmap(leaf, sizeof(*leaf) << LEAF_BITS);
 			continue;
 		}
-		(void)install_leaf(g, leaf);
+		/* meta_lock taken (or held for good in a nolock fork child): a leaf of its own
+		 * mapping, installed with one compare-exchange as leaf_get's */
+		leaf = pcpm_os_map(sizeof(*leaf) << LEAF_BITS, PAGE_SIZE);
+		if (!leaf)
+			return false;
+		if (install_leaf(g, leaf) != leaf)
+			pcpm_os_unmap(leaf, sizeof(*leaf) << LEAF_BITS);
 	}
-	for (uintptr_t g = g0; ok && g <= g1; g++) {
+	for (uintptr_t g = g0; g <= g1; g++) {
 		struct region *_Atomic *leaf =
 			atomic_load_explicit(&map_root[g >> LEAF_BITS], memory_order_acquire);
-		atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r, memory_order_release);
+		if (leaf)
+			atomic_store_explicit(&leaf[g & ((1 << LEAF_BITS) - 1)], r,
+					      memory_order_release);
 	}
-	if (locked)
-		lockstat_unlock(&map_lock, &map_ls);
-	return ok;
+	return true;
 }
 
 /* Region structs for signal handlers that find meta_lock taken (kernel-pcp.md §12.2: a nested
@@ -277,32 +299,46 @@ static size_t desc_span_bytes(size_t span, size_t elem)
 	return ALIGN_UP((span >> PAGE_SHIFT) * elem, PAGE_SIZE);
 }
 
-/* Zones grow under their own locks: arena creation is serialised here (index, table). */
+/* Arena slots are claimed here (index, table): a short hold, no system call in it. */
 static pcpm_lock_t create_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct lock_stat create_ls;
-static struct arena *arena_create_locked(size_t min_bytes);
 
-struct arena *pcpm_arena_create(size_t min_bytes)
+/* Claims the next arena slot and publishes a in it (a: a filled-in arena; slot 0 is
+ * pcpm_arena0, which a is copied into).  The arena in its slot, or NULL when none is left. */
+static struct arena *arena_publish(struct arena *a, struct arena *spare)
 {
 	lockstat_lock(&create_lock, &create_ls);
-	struct arena *a = arena_create_locked(min_bytes);
-	lockstat_unlock(&create_lock, &create_ls);
-	return a;
-}
-
-static struct arena *arena_create_locked(size_t min_bytes)
-{
 	int n = atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed);
 	/* memcheck mode: slot 0 (pcpm_arena0, the arena the free fast path knows) stays empty,
 	 * so that every free reaches the annotated slow path */
 	if (n == 0 && pcpm_vg)
 		n = 1;
-	if (n >= MAX_ARENAS)
+	struct arena *in = NULL;
+	if (n < MAX_ARENAS) {
+		in = n == 0 ? &pcpm_arena0 : spare;
+		size_t committed = atomic_load_explicit(&a->committed, memory_order_relaxed);
+		*in = *a;
+		atomic_store_explicit(&in->committed, committed, memory_order_relaxed);
+		in->idx = n;
+		in->region->a = in;
+		pcpm_arenas[n] = in;
+		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
+	}
+	lockstat_unlock(&create_lock, &create_ls);
+	return in;
+}
+
+struct arena *pcpm_arena_create(size_t min_bytes)
+{
+	if (atomic_load_explicit(&pcpm_nr_arenas, memory_order_relaxed) >= MAX_ARENAS)
 		return NULL;
 	size_t want = pcpm_arena_reserve_bytes(), asked = want;
 	min_bytes = ALIGN_UP(MAX(min_bytes, MIN_RESERVE), ARENA_ALIGN);
 	want = MAX(want, min_bytes);
 	int e = errno;
+	/* Every system call with no lock held (a holder preempted in one held create_lock for
+	 * milliseconds): the ranges are reserved, trimmed and filled in first, and the slot is
+	 * claimed last (arena_publish). */
 	for (; want >= min_bytes; want = ALIGN_UP(want / 2, ARENA_ALIGN)) {
 		char *base = pcpm_os_reserve(want, ARENA_ALIGN);
 		if (!base) {
@@ -320,8 +356,10 @@ static struct arena *arena_create_locked(size_t min_bytes)
 		char *fres = pcpm_os_reserve(flen + dguard, PAGE_SIZE);
 		struct page_fast *fast = fres ? (struct page_fast *)(fres + dguard) : NULL;
 		struct region *r = pcpm_region_new();
-		struct arena *a = n == 0 ? &pcpm_arena0 : pcpm_meta_alloc(sizeof(*a));
-		if (!desc || !fast || !r || !a) {
+		/* the slot's struct, unless it turns out to be slot 0 (pcpm_arena0): metadata,
+		 * never freed, so an unused one stays (once per process) */
+		struct arena *spare = pcpm_meta_alloc(sizeof(*spare));
+		if (!desc || !fast || !r || !spare) {
 			pcpm_os_unmap(base, want);
 			if (dres)
 				pcpm_os_unmap(dres, dlen + dguard);
@@ -351,36 +389,34 @@ static struct arena *arena_create_locked(size_t min_bytes)
 			pcpm_os_unmap((char *)desc + dkeep, dlen - dkeep);
 		if (fkeep < flen)
 			pcpm_os_unmap((char *)fast + fkeep, flen - fkeep);
-		a->base = base;
-		a->desc = desc;
-		a->fast = fast;
-		a->span = want;
-		a->reserved = keep;
-		a->desc_reserved = dkeep;
-		a->fast_reserved = fkeep;
-		a->idx = n;
-		a->node = 0; /* the zone that grows it sets its own */
-		atomic_store_explicit(&a->committed, 0, memory_order_relaxed);
+		struct arena a = { .base = base, .desc = desc, .fast = fast, .span = want,
+				   .reserved = keep, .desc_reserved = dkeep, .fast_reserved = fkeep,
+				   .node = 0 /* the zone that grows it sets its own */ };
 		r->kind = REGION_ARENA;
-		r->a = a;
 		r->base = base;
 		r->len = want;
-		a->region = r;
-		pcpm_arenas[n] = a;
+		a.region = r;
 		/* The map learns the arena's granules as they are committed (pcpm_arena_grow):
 		 * publishing a 64 GiB reservation at once writes 128 KiB of map, 32 page faults
 		 * in every process; uncommitted addresses are foreign either way. */
-		atomic_store_explicit(&pcpm_nr_arenas, n + 1, memory_order_release);
+		struct arena *in = arena_publish(&a, spare);
+		if (!in) {
+			pcpm_os_unmap(base, keep);
+			pcpm_os_unmap(dres, dkeep + dguard);
+			pcpm_os_unmap(fres, fkeep + dguard);
+			pcpm_region_free(r);
+			break;
+		}
 		errno = e;
 		pcpm_verbose("arena %d: reserved %zu MiB at %p%s (page descriptors: %zu MiB); "
 			     "%zu MiB mapped now, the rest as the heap grows",
-			     n, want >> 20, (void *)base,
+			     in->idx, want >> 20, (void *)base,
 			     want < asked ? " (less than asked: mmap refused more)" : "", dlen >> 20,
 			     keep >> 20);
-		return a;
+		return in;
 	}
 	errno = e;
-	pcpm_verbose("arena %d: cannot reserve even %zu MiB of address space", n, min_bytes >> 20);
+	pcpm_verbose("arena: cannot reserve even %zu MiB of address space", min_bytes >> 20);
 	return NULL;
 }
 
@@ -467,8 +503,8 @@ void pcpm_arena_shrink(struct arena *a, size_t new_committed)
 #define META_BOOT_BYTES 16384
 static char meta_boot[META_BOOT_BYTES] __attribute__((aligned(64))); /* (zone.c: why 64) */
 
-/* The bump allocation itself; meta_lock held.  NULL when no chunk can be mapped. */
-static void *__meta_alloc(size_t len)
+/* The bump allocation itself; meta_lock held.  NULL when the current chunk has no room. */
+static void *meta_bump(size_t len)
 {
 	if (!meta_cur && !pcpm_cfg.secure) {
 		meta_cur = meta_boot;
@@ -476,22 +512,73 @@ static void *__meta_alloc(size_t len)
 	}
 	/* (a difference, not meta_cur + len: before the first chunk both are NULL, and
 	 * NULL + len is undefined behaviour that UBSan reports) */
-	if ((size_t)(meta_end - meta_cur) < len) {
-		size_t chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
-		size_t guard = pcpm_cfg.secure ? PAGE_SIZE : 0; /* secure: a guard page each side */
-		char *p = pcpm_os_map(chunk + 2 * guard, PAGE_SIZE);
-		if (!p)
-			return NULL;
-		if (guard) {
-			pcpm_os_guard(p, guard);
-			pcpm_os_guard(p + guard + chunk, guard);
-			p += guard;
-		}
-		meta_cur = p;
-		meta_end = p + chunk;
-	}
+	if ((size_t)(meta_end - meta_cur) < len)
+		return NULL;
 	void *r = meta_cur;
 	meta_cur += len;
+	return r;
+}
+
+/* Guard pages each side of a metadata chunk (secure mode) */
+static size_t meta_guard(void)
+{
+	return pcpm_cfg.secure ? PAGE_SIZE : 0;
+}
+
+/* Maps a metadata chunk of *chunk bytes (1 MiB, or len rounded up), no lock held. */
+void (*pcpm_meta_map_hook)(void);
+
+static char *meta_map_chunk(size_t len, size_t *chunk)
+{
+	if (unlikely(pcpm_meta_map_hook))
+		pcpm_meta_map_hook();
+	size_t guard = meta_guard();
+	*chunk = ALIGN_UP(MAX(len, 1UL << 20), PAGE_SIZE);
+	char *p = pcpm_os_map(*chunk + 2 * guard, PAGE_SIZE);
+	if (!p)
+		return NULL;
+	if (guard) {
+		pcpm_os_guard(p, guard);
+		pcpm_os_guard(p + guard + *chunk, guard);
+	}
+	return p + guard;
+}
+
+/*
+ * pcpm_meta_alloc's body: called with meta_lock held, returns with it dropped.  A new chunk
+ * is mapped with the lock dropped and installed under it again (the kernel's memblock hands
+ * out memory reserved ahead; nothing waits here for a system call): holding meta_lock across
+ * the mmap made a holder preempted in it hold the lock for milliseconds at 224 virtual CPUs
+ * (bench/RESULTS.md, issue 22 sixth round, branch nhalf).  A chunk that another thread's
+ * install made unneeded is unmapped, no lock held.  try: the lock is only tried again
+ * (signal handlers); NULL then when it is taken.
+ */
+static void *meta_alloc_unlock(size_t len, bool try)
+{
+	void *r = meta_bump(len);
+	lockstat_unlock(&meta_lock, &meta_ls);
+	if (r)
+		return r;
+	size_t chunk;
+	char *p = meta_map_chunk(len, &chunk);
+	if (!p)
+		return NULL;
+	if (try && !lockstat_trylock(&meta_lock, &meta_ls)) {
+		pcpm_os_unmap(p - meta_guard(), chunk + 2 * meta_guard());
+		return NULL;
+	}
+	if (!try)
+		lockstat_lock(&meta_lock, &meta_ls);
+	r = meta_bump(len); /* another thread installed a chunk meanwhile */
+	if (!r) {
+		meta_cur = p;
+		meta_end = p + chunk;
+		r = meta_bump(len);
+		p = NULL;
+	}
+	lockstat_unlock(&meta_lock, &meta_ls);
+	if (p)
+		pcpm_os_unmap(p - meta_guard(), chunk + 2 * meta_guard());
 	return r;
 }
 
@@ -499,9 +586,7 @@ void *pcpm_meta_alloc(size_t len)
 {
 	len = ALIGN_UP(len, 64);
 	lockstat_lock(&meta_lock, &meta_ls);
-	void *r = __meta_alloc(len);
-	lockstat_unlock(&meta_lock, &meta_ls);
-	return r;
+	return meta_alloc_unlock(len, false);
 }
 
 struct region *pcpm_region_new(void)

@@ -11,8 +11,9 @@
  * (which knows the other arenas and the huge mappings; the first arena is never in it).  A pointer that lies in no committed arena page and
  * no huge mapping is foreign: pcpm_page_of() returns NULL and nothing is dereferenced.
  *
- * Locks: arena growth runs under the owning zone's lock; the radix map is written under
- * map_lock and read without locks (entries are published with release stores).
+ * Locks: arena growth runs under the owning zone's grower; the radix map is written under
+ * map_lock and read without locks (entries are published with release stores).  No lock of
+ * this file (map_lock, meta_lock, create_lock) is held across a system call.
  */
 #ifndef PCPM_ARENA_H
 #define PCPM_ARENA_H
@@ -186,13 +187,14 @@ bool pcpm_owns(const void *p);
  * leaves the range needs (false when metadata cannot be mapped: out of memory), after which
  * pcpm_map_set on that range cannot fail; pcpm_map_set with r == NULL clears and never
  * allocates.  pcpm_map_set with a region on an unreserved range returns false when a leaf
- * cannot be had (the granules set so far stay set: clear them).
+ * cannot be had (nothing is set then).  No lock is held across a system call: leaves are
+ * mapped first and installed with a compare-exchange; map_lock covers the stores.
  */
 bool pcpm_map_reserve(const void *base, size_t len);
 bool pcpm_map_set(const void *base, size_t len, struct region *r);
-/* Signal-handler variants, never waiting on a lock.  pcpm_map_set_try stores without a lock
- * when the range's radix leaves exist, else trylocks map_lock (false when it is taken or no
- * leaf can be had).  pcpm_region_new_try falls back to a static pool of 64 structs claimed
+/* Signal-handler variants, never waiting on a lock.  pcpm_map_set_try stores without a lock;
+ * a missing radix leaf comes from a trylock of meta_lock or a mapping of its own, installed
+ * with a compare-exchange (false when no leaf can be had).  pcpm_region_new_try falls back to a static pool of 64 structs claimed
  * with an atomic bit when meta_lock is taken (NULL when all 64 are in use);
  * pcpm_region_free gives those back to the pool. */
 bool pcpm_map_set_try(const void *base, size_t len, struct region *r);
@@ -259,7 +261,8 @@ static inline struct page *arena0_page_of_fast(const struct page_fast *fp)
 /*
  * Creates a new arena able to hold at least min_bytes; NULL when the address space is
  * exhausted.  The reservation is halved until mmap succeeds (ulimit -v, overcommit=2).
- * Caller holds the zone lock.
+ * Thread-safe: every system call is made with no lock held; only the claim of the slot
+ * takes create_lock (the kernel's add_memory maps before it publishes).
  */
 struct arena *pcpm_arena_create(size_t min_bytes);
 
@@ -286,8 +289,13 @@ void pcpm_arena_shrink(struct arena *a, size_t new_committed);
  * allocation that failed with ENOMEM; the zones then give free arena ends back at once. */
 extern bool pcpm_as_limited;
 
-/* Internal metadata memory (region structs, radix leaves): zeroed, never freed. */
+/* Internal metadata memory (region structs, radix leaves): zeroed, never freed.  Bump
+ * allocation under meta_lock; a new chunk is mapped with the lock dropped (memblock). */
 void *pcpm_meta_alloc(size_t len);
+
+/* Test hook (NULL in the library): called before a metadata chunk is mapped, with no lock
+ * of this file held (meta_lock, map_lock, create_lock). */
+extern void (*pcpm_meta_map_hook)(void);
 
 struct region *pcpm_region_new(void);
 void pcpm_region_free(struct region *r);

@@ -17,7 +17,7 @@
 
 /*
  * fork: take every lock in the allocator's lock order (init, kmem_caches, zone bring-up,
- * the pcps of every zone, every zone's grower then every zone in node order, huge and its quarantine, arena/map/meta,
+ * the pcps of every zone, every zone in node order, huge and its quarantine, arena/map/meta,
  * tcache registry) so the child gets consistent data; the child then resets the locks instead
  * of unlocking (their owners do not exist there).  The pcps come before the zones because a
  * pcp holder takes its zone's lock (rmqueue_bulk, free_pcppages_bulk); no path holds two zone locks.
@@ -25,9 +25,6 @@
 static void zones_lock_all(void)
 {
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_relaxed);
-	/* a grower takes its zone's lock while it holds the grower's lock (__zone_grow) */
-	for (int n = 0; n < nr; n++)
-		pcpm_lock(&pcpm_zones[n].grower.lock);
 	for (int n = 0; n < nr; n++)
 		pcpm_lock(&pcpm_zones[n].lock);
 }
@@ -41,11 +38,11 @@ static void zones_unlock_all(bool reset)
 		else
 			pcpm_unlock(&pcpm_zones[n].lock);
 	}
-	for (int n = nr - 1; n >= 0; n--) {
-		if (reset)
-			pcpm_lock_reset(&pcpm_zones[n].grower.lock);
-		else
-			pcpm_unlock(&pcpm_zones[n].grower.lock);
+	/* a commit running in the parent has no committer in the child: its chunk is lost
+	 * there (address space only), and the child's growers commit their own */
+	for (int n = 0; reset && n < nr; n++) {
+		pcpm_zones[n].grower.committing = false;
+		pcpm_zones[n].grower.waiters = 0;
 	}
 }
 

@@ -77,14 +77,9 @@
 	X(purged_bytes)		/* bytes given back with madvise */                                \
 	X(zone_grow)		/* chunks committed into the zone */                               \
 	X(zone_grow_ns)		/* time spent committing them, ns (outside the zone lock) */      \
-	X(zone_grow_lock)	/* zone grower's lock acquisitions (one grower per zone) */       \
-	X(zone_grow_lock_contended) /* ... that had to wait (another thread was growing) */        \
-	X(zone_grow_lock_wait_ns) /* time spent waiting for it */                                  \
-	X(zone_grow_lock_hold_ns) /* mean hold, ns */                                              \
-	X(zone_grow_lock_hold_max_ns) /* the longest hold, ns */                                   \
-	X(zone_grow_lock_long_holds) /* holds of 2^18 cycles or more */                            \
-	X(zone_grow_lock_long_hold_ns) /* ... their total time, ns */                              \
-	X(zone_grow_lock_busiest) /* acquisitions of the one taken most */                         \
+	X(zone_grow_waits)	/* growers that found a commit running and slept until it was  \
+				 * published (no lock is held across a commit: zone_grow.h) */ \
+	X(zone_grow_wait_ns)	/* ... their time asleep, ns */                                 \
 	X(arena_lock)		/* arena locks (radix map, metadata, arena creation) acquisitions */ \
 	X(arena_lock_contended)	/* ... that had to wait */                                         \
 	X(arena_lock_wait_ns)	/* time spent waiting for them */                                  \
@@ -107,8 +102,7 @@ struct pcpm_stats {
 
 /* Adds the lock profile of the family NAME (a struct lock_sum *, core/lockstat.h) to *s under
  * its keys NAME_lock, _contended, _wait_ns, _hold_ns, _hold_max_ns, _long_holds, _long_hold_ns
- * and _busiest (the families whose keys are all in PCPM_COUNTERS: zone, zone_grow, huge,
- * arena). */
+ * and _busiest (the families whose keys are all in PCPM_COUNTERS: zone, huge, arena). */
 #define PCPM_STATS_LOCK(s, NAME, sum)                                                            \
 	do {                                                                                     \
 		(s)->NAME##_lock += (sum)->acquired;                                             \

@@ -121,6 +121,13 @@ static bool zone_take_piece(struct zone *z, struct zone_piece *p)
 		z->young_off = off + (1UL << order) < (1UL << MAX_PAGE_ORDER) ? off + (1UL << order) : 0;
 		return true;
 	}
+	if (z->grow_next == z->grow_end && z->ahead_pages) {
+		/* the chunk committed ahead: its blocks now */
+		z->grow_arena = z->ahead_arena;
+		z->grow_next = z->ahead_first;
+		z->grow_end = z->ahead_first + z->ahead_pages;
+		z->ahead_pages = 0;
+	}
 	if (z->grow_next == z->grow_end)
 		return false;
 	/* half of what is left (rounded up), so that the growers who ran dry with this one
@@ -165,10 +172,18 @@ static void __zone_publish_piece(struct zone *z, const struct zone_piece *p)
 
 /* add_memory's end: the chunk zone_grow_prepare committed becomes blocks to take; the zone's
  * first one is its young block (far guards: none, its pieces would be split without
- * guards).  Both locks held. */
+ * guards).  A chunk committed ahead waits behind the current chunk's last blocks (ahead_*).
+ * Zone lock held. */
 static void __zone_grow_commit(struct zone *z, const struct zone_chunk *c)
 {
 	z->zone_grow++;
+	z->grow_chunk = c->pages;
+	if (z->grow_next != z->grow_end) {
+		z->ahead_first = c->first;
+		z->ahead_pages = c->pages;
+		z->ahead_arena = c->arena;
+		return;
+	}
 	z->grow_arena = c->arena;
 	z->grow_next = c->first;
 	z->grow_end = c->first + c->pages;
@@ -182,11 +197,72 @@ static void __zone_grow_commit(struct zone *z, const struct zone_chunk *c)
 
 void (*pcpm_zone_grow_hook)(struct zone *z, int stage);
 
+/* Sleeps until the running commit is published (seq moves), zone lock dropped meanwhile.
+ * Lock held on entry and return. */
+static void zone_grow_wait(struct zone *z)
+{
+	struct zone_grower *g = &z->grower;
+	uint32_t seq = atomic_load_explicit(&g->seq, memory_order_relaxed);
+	g->waiters++;
+	zone_unlock(z);
+	if (unlikely(pcpm_zone_grow_hook))
+		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
+	uint64_t t0 = pcpm_now_ns();
+	while (atomic_load_explicit(&g->seq, memory_order_acquire) == seq)
+		syscall(SYS_futex, (uint32_t *)&g->seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+	uint64_t t = pcpm_now_ns() - t0;
+	zone_lock(z);
+	g->waiters--;
+	g->waits++;
+	g->wait_ns += t;
+}
+
+/* Commits a chunk with no lock held (add_memory) and hands it to the zone as blocks to take
+ * (__zone_grow_commit), for the grower that set committing.  Lock held on entry and return. */
+static bool zone_grow_commit(struct zone *z)
+{
+	struct zone_grower *g = &z->grower;
+	struct zone_grow_req req = { .node = z->node, .os_node = z->os_node, .bind = z->bind,
+				     .managed_pages = z->managed_pages };
+	zone_unlock(z);
+	if (unlikely(pcpm_zone_grow_hook)) {
+		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
+		pcpm_zone_grow_hook(z, ZONE_GROW_COMMIT);
+	}
+	struct zone_chunk c = { 0 };
+	bool ok = zone_grow_prepare(g, &req, &c);
+	zone_lock(z);
+	if (ok)
+		__zone_grow_commit(z, &c);
+	g->committing = false;
+	atomic_store_explicit(&g->seq, atomic_load_explicit(&g->seq, memory_order_relaxed) + 1,
+			      memory_order_release);
+	if (g->waiters) {
+		/* (the wake is a system call too: not under the lock) */
+		zone_unlock(z);
+		syscall(SYS_futex, (uint32_t *)&g->seq, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+		zone_lock(z);
+	}
+	return ok;
+}
+
+/* A chunk of this many blocks or more is committed ahead: its grower that takes a piece and
+ * leaves ZONE_GROW_PIECE blocks or fewer commits the next chunk, so that the growers after it
+ * find blocks instead of sleeping through its system calls (memblock's reservation ahead).
+ * The young zone's small chunks (4, 4 and 8 MiB) are not: a short process keeps the commit
+ * charge and mapped size it needs. */
+#define ZONE_GROW_AHEAD_MIN (4UL << MAX_PAGE_ORDER)
+
 bool __zone_grow(struct zone *z)
 {
 	struct zone_grower *g = &z->grower;
 	struct zone_piece p;
 	if (zone_take_piece(z, &p)) {
+		bool ahead = !p.young && !g->committing && !z->max_pages && !z->ahead_pages &&
+			     z->grow_chunk >= ZONE_GROW_AHEAD_MIN &&
+			     (size_t)(z->grow_end - z->grow_next) <= ZONE_GROW_PIECE << MAX_PAGE_ORDER;
+		if (ahead)
+			g->committing = true;
 		/* deferred memmap init: this grower's page faults, nobody waits for them */
 		zone_unlock(z);
 		if (unlikely(pcpm_zone_grow_hook))
@@ -196,33 +272,19 @@ bool __zone_grow(struct zone *z)
 		__atomic_fetch_add(&g->grow_ns, pcpm_now_ns() - t0, __ATOMIC_RELAXED);
 		zone_lock(z);
 		__zone_publish_piece(z, &p);
+		if (ahead)
+			(void)zone_grow_commit(z);
 		return true;
 	}
 	if (z->max_pages && z->managed_pages >= z->max_pages)
 		return false; /* exhausted: the caller falls back to another node's zone */
-	uint64_t seq = g->seq;
-	struct zone_grow_req req = { .node = z->node, .os_node = z->os_node, .bind = z->bind,
-				     .managed_pages = z->managed_pages };
-	zone_unlock(z);
-	if (unlikely(pcpm_zone_grow_hook))
-		pcpm_zone_grow_hook(z, ZONE_GROW_WAIT);
-	zone_grow_lock(g);
-	/* seq is written only under both locks: still seq here means nobody committed a chunk
-	 * since our free lists ran dry, and nobody can until we do */
-	bool mine = g->seq == seq, ok = true;
-	struct zone_chunk c = { 0 };
-	if (mine) {
-		if (unlikely(pcpm_zone_grow_hook))
-			pcpm_zone_grow_hook(z, ZONE_GROW_COMMIT);
-		ok = zone_grow_prepare(g, &req, &c);
+	if (g->committing) {
+		/* another grower is committing: its chunk is what we need */
+		zone_grow_wait(z);
+		return true;
 	}
-	zone_lock(z);
-	if (mine && ok) {
-		__zone_grow_commit(z, &c);
-		g->seq++;
-	}
-	zone_grow_unlock(g);
-	return ok;
+	g->committing = true;
+	return zone_grow_commit(z);
 }
 
 /* Free 4 MiB blocks the on-free shrink leaves at the growing arena's end, so a program that
@@ -231,7 +293,7 @@ bool __zone_grow(struct zone *z)
  * back and a second one beside it. */
 #define ZONE_SHRINK_SLACK 2
 
-/* Zone lock and the grower's lock held (they own the arenas' ends).  slack: blocks kept at
+/* Zone lock held and no commit running (the committer owns the arenas' ends).  slack: blocks kept at
  * the end of the arena being grown (0: none). */
 static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 {
@@ -272,21 +334,20 @@ static size_t __zone_shrink_arenas(struct zone *z, unsigned slack)
 
 void __zone_shrink_pending(struct zone *z)
 {
-	/* the grower's lock comes before the zone lock: only try it here; while a growth
-	 * runs, the zone wants its memory anyway, and shrink_pending stays for a later unlock */
-	if (!zone_grow_trylock(&z->grower))
+	/* while a chunk is committed the arenas' ends are the committer's; the zone wants its
+	 * memory anyway, and shrink_pending stays for a later unlock */
+	if (z->grower.committing)
 		return;
 	(void)__zone_shrink_arenas(z, ZONE_SHRINK_SLACK);
-	zone_grow_unlock(&z->grower);
 }
 
 size_t zone_shrink_arenas(struct zone *z)
 {
-	zone_grow_lock(&z->grower);
 	zone_lock(z);
+	while (z->grower.committing)
+		zone_grow_wait(z);
 	size_t bytes = __zone_shrink_arenas(z, 0);
 	zone_unlock(z);
-	zone_grow_unlock(&z->grower);
 	return bytes;
 }
 
@@ -580,14 +641,15 @@ void zone_wake_waiter(void)
 
 void zone_stats_add(struct pcpm_stats *s)
 {
-	struct lock_sum ls = { 0 }, gs = { 0 };
+	struct lock_sum ls = { 0 };
 	int nr = atomic_load_explicit(&pcpm_nr_zones, memory_order_acquire);
 	for (int n = 0; n < nr; n++) {
 		struct zone *z = &pcpm_zones[n];
 		s->pgalloc_zone += z->pgalloc_zone;
 		s->pgfree_zone += z->pgfree_zone;
 		lock_sum_add(&ls, &z->ls);
-		lock_sum_add(&gs, &z->grower.ls);
+		s->zone_grow_waits += z->grower.waits;
+		s->zone_grow_wait_ns += z->grower.wait_ns;
 		s->zone_grow_ns += __atomic_load_n(&z->grower.grow_ns, __ATOMIC_RELAXED);
 		s->purge_runs += z->purge_runs;
 		s->purged_bytes += z->purged_bytes;
@@ -596,5 +658,4 @@ void zone_stats_add(struct pcpm_stats *s)
 		s->mapped_bytes += z->managed_pages << PAGE_SHIFT;
 	}
 	PCPM_STATS_LOCK(s, zone, &ls);
-	PCPM_STATS_LOCK(s, zone_grow, &gs);
 }

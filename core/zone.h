@@ -78,10 +78,14 @@ struct zone {
 	 * MAX_PAGE_ORDER blocks, their descriptors untouched (state PG_NONE).  A grower takes
 	 * one block under the zone lock, faults its descriptors in with no lock held and
 	 * publishes it under the zone lock again (__zone_grow), so growers never wait for one
-	 * another's page faults.  Set under the zone lock and the grower's lock, taken under
-	 * the zone lock. */
+	 * another's page faults.  Set and taken under the zone lock. */
 	struct page *grow_next, *grow_end;
 	struct arena *grow_arena;
+	size_t grow_chunk;	/* pages of the last chunk committed (ZONE_GROW_AHEAD_MIN) */
+	/* a chunk committed ahead (__zone_grow), taken once [grow_next, grow_end) is empty */
+	struct page *ahead_first;
+	size_t ahead_pages;
+	struct arena *ahead_arena;
 	size_t free_pages;	/* pages on the free lists */
 	size_t dirty_pages;	/* of those, pages written since committed or last purged */
 	size_t in_use_peak;	/* recent peak of pages in use: decays by 1/8 per period */
@@ -99,7 +103,7 @@ struct zone {
 	 * served for a CPU of another node, numa_foreign = blocks meant for this zone that
 	 * another zone served (the kernel's NUMA_MISS / NUMA_FOREIGN) */
 	_Atomic uint64_t numa_miss, numa_foreign;
-	/* growth: its own lock, taken with the zone lock dropped (zone_grow.h) */
+	/* growth: who commits now, who waits for it (zone_grow.h) */
 	struct zone_grower grower PCPM_CACHELINE_ALIGNED;
 } __attribute__((aligned(64)));
 
@@ -145,16 +149,20 @@ struct page *__rmqueue(struct zone *z, unsigned order);
  *    zone lock; its descriptors are faulted in with no lock held (as deferred_init_memmap's
  *    threads initialise the memmap in parallel) and it is published on the free lists under
  *    the zone lock: any number of growers do this at once;
- *  - when no block is left, the grower's lock is taken and a chunk committed (zone_grow.c:
- *    the system calls, no first touch) and handed to the zone as blocks to take.  A grower
- *    that finds another one committed a chunk since its lists ran dry commits nothing.
+ *  - when no block is left, the grower marks the zone committing (under the zone lock),
+ *    commits a chunk with no lock held (zone_grow.c: the system calls, no first touch) and
+ *    hands it to the zone as blocks to take under the zone lock; a grower that finds a
+ *    commit running sleeps until it is published (zone_grower.waits) and takes a block of
+ *    it.  The grower that takes a piece of a large chunk and leaves at most ZONE_GROW_PIECE
+ *    blocks commits the next chunk ahead, so that the growers after it find blocks.
  * True when the caller should look at the free lists again, false when the zone cannot grow
  * (max_pages, address space or memory exhausted).
  */
 bool __zone_grow(struct zone *z);
 
 /* Test hook (NULL in the library): called by __zone_grow with the zone lock free, before
- * it waits for the grower's lock (ZONE_GROW_WAIT), before it commits (ZONE_GROW_COMMIT), and
+ * it sleeps on a running commit or starts its own (ZONE_GROW_WAIT), before it commits
+ * (ZONE_GROW_COMMIT), and
  * before it faults in the descriptors of the block it took (ZONE_GROW_TOUCH: no lock held). */
 enum { ZONE_GROW_WAIT, ZONE_GROW_COMMIT, ZONE_GROW_TOUCH };
 extern void (*pcpm_zone_grow_hook)(struct zone *z, int stage);

@@ -3,7 +3,8 @@
  * zone_grow.h; kernel-pcp.md §12.1).  Every system call of a growth is here: arena
  * reservation and commit (mmap, mprotect), mbind and the radix map's leaves.  The page faults
  * of the new descriptors are taken later, block by block, by the growers that take the
- * blocks, with no lock held (zone.c).  Called by zone.c with the grower's lock held; calls
+ * blocks, with no lock held (zone.c).  Called by zone.c with no lock held, by the one grower
+ * that owns the arenas' ends (zone_grower.committing); calls
  * the arena layer and os.c.
  */
 #include "zone_grow.h"
@@ -12,7 +13,7 @@
 /* Sizes below are in 4 MiB steps: one MAX_PAGE_ORDER block, the arenas' alignment. */
 #define GROW_STEP (4UL << 20)
 
-/* A new arena of node r->node, mbind'ed when the zone binds (grow lock held). */
+/* A new arena of node r->node, mbind'ed when the zone binds (the committer's; no lock held). */
 static struct arena *grow_new_arena(struct zone_grower *g, const struct zone_grow_req *r)
 {
 	/* ask only for one 4 MiB block: under ulimit -v a large reservation may fail where a
@@ -34,7 +35,7 @@ static struct arena *grow_new_arena(struct zone_grower *g, const struct zone_gro
 
 /* An arena of this node that gave address space back (zone_shrink_arenas), grown again by
  * one step in its place before a new one is opened, so the arena slots last through any
- * number of bursts.  Grow lock held (it serialises every change to the node's arenas). */
+ * number of bursts.  The committer's (committing serialises every change to the node's arenas). */
 static struct page *grow_old_arena(struct zone_grower *g, const struct zone_grow_req *r)
 {
 	int na = atomic_load_explicit(&pcpm_nr_arenas, memory_order_acquire);
@@ -100,7 +101,7 @@ bool zone_grow_prepare(struct zone_grower *g, const struct zone_grow_req *r, str
 	/* No first touch here: the chunk's descriptors (64 KiB per 4 MiB block, 16 page
 	 * faults) are faulted in block by block by the growers that take the blocks, with no
 	 * lock held (zone.c, __zone_grow): faulting a 64 MiB chunk's 256 pages here held the
-	 * grower's lock 230-340 us and made every other grower wait for them. */
+	 * grower's lock 230-340 us and made every other grower wait for them (fifth round). */
 	size_t n = chunk >> PAGE_SHIFT;
 	c->arena = g->arena;
 	c->first = first;

@@ -4,8 +4,8 @@
  * lock).  zone_grow.c does the system calls - arena reservation and commit (mmap, mprotect,
  * mbind), the radix map - with the zone lock free; zone.c hands the chunk to the zone as
  * blocks that growers take one at a time, fault in (zone_grow_touch_range, no lock held)
- * and publish under the zone lock.  One committer at a time per zone: the grower's lock,
- * taken with the zone lock dropped (lock order: pcp, grow, zone).
+ * and publish under the zone lock.  One committer at a time per zone (committing, set under
+ * the zone lock), with no lock held: no process-wide lock waits for a system call.
  */
 #ifndef PCPM_ZONE_GROW_H
 #define PCPM_ZONE_GROW_H
@@ -13,19 +13,25 @@
 #include "arena.h"
 #include "lockstat.h"
 
-/* Per zone: who may grow it now.  Fields under lock unless said otherwise. */
+/* Per zone: its growth.  Fields under the zone lock unless said otherwise.  No lock is held
+ * across a growth's system calls: one grower at a time owns the arenas' ends (committing,
+ * set under the zone lock), commits with no lock held and publishes under the zone lock. */
 struct zone_grower {
-	pcpm_lock_t lock;	/* one grower at a time; never taken with the zone lock held
-				 * (zone_unlock's shrink only tries it) */
-	struct lock_stat ls;	/* the lock profile: zone_grow_lock* in the statistics */
-	struct arena *arena;	/* arena being grown */
-	/* growths published: written under this lock and the zone lock, so read under either;
-	 * a grower that finds it moved since its free lists ran dry grows nothing (the chunk
-	 * another grower published is there to take) */
-	uint64_t seq;
+	/* a chunk is being committed (by the grower that set it): the arenas' ends, arena
+	 * and the arenas' reserved/committed are its own until it publishes */
+	bool committing;
+	unsigned waiters;	/* growers asleep on seq until the commit is published */
+	struct arena *arena;	/* arena being grown (the committer's) */
+	/* commits published (or failed): growers waiting for a commit sleep on it (futex);
+	 * written under the zone lock */
+	_Atomic uint32_t seq;
+	uint64_t waits;		/* growers that found the free lists dry while a commit was
+				 * running, and slept until it was published */
+	uint64_t wait_ns;	/* ... their time asleep, ns */
 	uint64_t grow_ns;	/* time spent committing chunks and faulting in their blocks'
-				 * descriptors, ns (the latter added atomically: no lock) */
-	uint64_t mbind_failed;	/* arenas (or ranges) whose mbind the kernel refused */
+				 * descriptors, ns (added atomically: no lock) */
+	uint64_t mbind_failed;	/* arenas (or ranges) whose mbind the kernel refused (the
+				 * committer's) */
 };
 
 /* What the zone lock holder saw when its free lists ran dry (read under the zone lock). */
@@ -44,24 +50,10 @@ struct zone_chunk {
 	size_t pages;		/* a multiple of 2^MAX_PAGE_ORDER */
 };
 
-static inline void zone_grow_lock(struct zone_grower *g)
-{
-	lockstat_lock(&g->lock, &g->ls);
-}
-
-static inline bool zone_grow_trylock(struct zone_grower *g)
-{
-	return lockstat_trylock(&g->lock, &g->ls);
-}
-
-static inline void zone_grow_unlock(struct zone_grower *g)
-{
-	lockstat_unlock(&g->lock, &g->ls);
-}
-
 /*
  * Commits the next chunk for a zone (its current arena, a smaller step, an arena of its node
- * that gave space back, or a new arena), with the zone lock free.  Grow lock held.  False
+ * that gave space back, or a new arena), with no lock held; the caller owns the arenas' ends
+ * (g->committing).  False
  * when the address space or memory is exhausted (c untouched).  The kernel's add_memory; the
  * memmap init is deferred to the growers that take the chunk's blocks (zone.c: __zone_grow).
  */

@@ -501,7 +501,7 @@ CPU_EVENTS = ['refills', 'drains', 'free_high_drains', 'high_raises', 'high_deca
 EVENTS = ['malloc_calls', 'free_calls', 'refills', 'drains', 'free_high_drains', 'zone_lock',
           'zone_lock_contended', 'zone_lock_wait_ns', 'pcp_lock_contended', 'slab_lock',
           'slab_lock_contended', 'purge_runs', 'purged_bytes', 'zone_grow', 'zone_grow_ns',
-          'zone_lock_long_holds', 'zone_grow_lock_contended', 'huge_lock', 'huge_lock_contended']
+          'zone_lock_long_holds', 'zone_grow_waits', 'huge_lock', 'huge_lock_contended']
 
 
 def delta(now, before, keys):
@@ -567,7 +567,7 @@ def render(pid, s):
     o.append(f'purge: {ev("purge_runs")} runs, {mib(d["purged_bytes"]) if d else "-"} '
              f'(total {mib(s.get("purged_bytes", 0))}); zone grew {ev("zone_grow")} times '
              f'({(d["zone_grow_ns"] / 1e6 if d else 0):.2f} ms, outside the zone lock; '
-             f'{ev("zone_grow_lock_contended")} waited for another grower)')
+             f'{ev("zone_grow_waits")} slept on another grower\'s commit)')
     for z in s.get('zones', []):
         o.append(f'buddyinfo Node {z.get("node")}, zone Normal ' +
                  ' '.join(f'{n:5}' for n in z.get('buddyinfo', [])) +

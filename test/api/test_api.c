@@ -1151,7 +1151,7 @@ static void test_pcpmalloc_stats(void)
 			       "pgalloc_zone",  "pgfree_pcp",        "pgfree_zone",
 			       "zone_lock",     "zone_lock_contended", "pcp_lock_contended",
 			       "mapped_bytes",  "resident_bytes",    "zone_lock_hold_max_ns",
-			       "zone_lock_long_holds", "zone_grow_lock", "huge_lock"};
+			       "zone_lock_long_holds", "zone_grow_waits", "huge_lock"};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		long long v = tu_pcp.stat(names[i]);
 		CHECKF(v >= 0, "pcpmalloc_stat(\"%s\") = %lld", names[i], v);

@@ -4,7 +4,8 @@
  *   - while a grower commits memory (hook at ZONE_GROW_COMMIT: where the system calls run),
  *     another thread takes the zone lock and allocates from the free lists;
  *   - two threads whose free lists ran dry at the same time grow the zone once: the second
- *     finds the first's chunk (zone_grow counts one growth, and both get a block);
+ *     sleeps until the first's chunk is published, with no lock held across the commit, and
+ *     takes a block of it (zone_grow counts one growth, waits one sleeper, both get a block);
  *   - growers do not wait for one another's page faults: while one faults in the
  *     descriptors of the blocks it took (hook at ZONE_GROW_TOUCH), no lock is held, and
  *     another grower grows and gets a block;
@@ -12,6 +13,8 @@
  *   - a hold of LOCKSTAT_LONG cycles or more is in the mean, the maximum and long_holds
  *     (and in the statistics keys);
  *   - the grower faults in every page of a new chunk's descriptors (none under the lock);
+ *   - a chunk of 16 MiB or more is committed ahead, and the blocks left of the current
+ *     chunk are taken before it (none lost);
  *   - the huge cache's periodic decay, and the zone's periodic purge, take no lock when
  *     there is nothing to decay or purge.
  */
@@ -109,13 +112,11 @@ static void hook_touch(struct zone *hz, int stage)
 	if (hz != z || stage != ZONE_GROW_TOUCH || !pthread_equal(pthread_self(), main_thread) ||
 	    touch_seen++)
 		return;
-	/* neither the zone lock nor the grower's lock is held while A's page faults run */
-	int zl = pcpm_trylock(&z->lock), gl = pcpm_trylock(&z->grower.lock);
+	/* the zone lock is not held while A's page faults run (nor is any commit running) */
+	int zl = pcpm_trylock(&z->lock);
 	if (zl)
 		pcpm_unlock(&z->lock);
-	if (gl)
-		pcpm_unlock(&z->grower.lock);
-	locks_free_in_touch = zl && gl;
+	locks_free_in_touch = zl && !z->grower.committing;
 	/* C finds the lists dry too, takes the chunk's other block and gets it before A is done */
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, grow_c, NULL) == 0);
@@ -185,7 +186,7 @@ int main(void)
 		}
 	}
 	CHECK_EQ(z->free_pages, 0);
-	uint64_t grows = z->zone_grow, seq = z->grower.seq;
+	uint64_t grows = z->zone_grow, seq = z->grower.seq, waits = z->grower.waits;
 	pcpm_zone_grow_hook = hook_two_growers;
 	struct page *a_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
 	CHECK(pthread_join(b_thread, NULL) == 0);
@@ -193,6 +194,7 @@ int main(void)
 	CHECK(a_block && b_block && a_block != b_block);
 	CHECK_EQ(z->zone_grow, grows + 1); /* one chunk of 8 MiB, not two */
 	CHECK_EQ(z->grower.seq, seq + 1);
+	CHECK_EQ(z->grower.waits, waits + 1); /* B slept on A's commit: no lock held across it */
 	CHECK_EQ(z->free_pages, 0);
 	held[n++] = a_block;
 	held[n++] = b_block;
@@ -280,7 +282,6 @@ int main(void)
 	CHECK(st.zone_lock_long_hold_ns >= st.zone_lock_hold_max_ns);
 	CHECK(st.zone_lock_hold_max_ns > 0);
 	CHECK(st.zone_grow >= 2);
-	CHECK(st.zone_grow_lock >= 2);
 	arena_stats_add(&st); /* the arena's creation took create_lock and meta_lock */
 	CHECK(st.arena_lock >= 2);
 
@@ -309,6 +310,41 @@ int main(void)
 	memset(&st, 0, sizeof(st));
 	huge_stats_add(&st);
 	CHECK_EQ(st.huge_lock, hacq);
+
+	/* 6. Commit ahead: once chunks are 16 MiB or more, the grower whose piece leaves at most
+	 * ZONE_GROW_PIECE blocks commits the next chunk (after publishing its own piece), and
+	 * the current chunk's last blocks are still taken before the new chunk's (none lost). */
+	pcpm_cfg.arena_chunk_mb = 64;
+	static struct page *more[256];
+	int m = take_all(more, 256);
+	struct page *o1 = NULL, *o2 = NULL;
+	while (m < 200) {
+		bool had = z->ahead_pages != 0;
+		more[m] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+		CHECK(more[m]);
+		m++;
+		if (!had && z->ahead_pages) {
+			o1 = z->grow_next; /* the current chunk's blocks left when it fired */
+			o2 = z->grow_end;
+			break;
+		}
+	}
+	CHECK(o1 != NULL);
+	CHECK(z->ahead_pages >= 4UL << MAX_PAGE_ORDER);
+	CHECK(!z->grower.committing);
+	size_t left = (size_t)(o2 - o1) >> MAX_PAGE_ORDER, seen = 0;
+	CHECK(left <= ZONE_GROW_PIECE);
+	for (int k = 0; k < (int)left + 8 && seen < left; k++) {
+		CHECK(m < 256);
+		more[m] = zone_alloc_pages(z, MAX_PAGE_ORDER);
+		CHECK(more[m]);
+		if (more[m] >= o1 && more[m] < o2)
+			seen++;
+		m++;
+	}
+	CHECK_EQ(seen, left);
+	for (int k = 0; k < m; k++)
+		zone_free_pages(z, more[k], MAX_PAGE_ORDER);
 
 	printf("zone_grow: %llu growths, %llu ns growing, zone lock longest hold %llu ns\n",
 	       (unsigned long long)z->zone_grow, (unsigned long long)z->grower.grow_ns,
