@@ -68,6 +68,9 @@ enum page_state {
 #define PG_SECURE_QUAR 0x2 /* LARGE head, secure mode: freed, guarded, in the quarantine */
 #define PG_SECURE_SPARSE 0x4 /* LARGE head, secure mode: freed with pages not resident */
 #define PG_FROZEN 0x8 /* SLAB head: a CPU's slab, on no list (slab.h: slab_new_frozen) */
+#define PG_SECURE_GROW 0x10 /* LARGE head, secure mode: the block at the run's front, its tail
+			     * guard the page after its end (realloc grows it in place) */
+#define PG_SECURE_RUN_FLAGS (PG_SECURE_QUAR | PG_SECURE_SPARSE | PG_SECURE_GROW)
 
 /*
  * struct page: one per 4 KiB page, 64 bytes.  Written under the lock of whoever owns the

@@ -155,10 +155,32 @@ static int run_order(size_t n, size_t align, size_t *off)
 	return -1;
 }
 
-/* The tail guard of the run h. */
+/* The tail guard of the run h's block (secure_runs.h). */
 static inline char *tail_guard(struct page *h)
 {
+	return secure_run_guard(h);
+}
+
+/* The run's last page (its own tail guard, laid out with the run). */
+static inline char *run_last(struct page *h)
+{
 	return page_address(h) + ((size_t)h->npages << PAGE_SHIFT) - PAGE_SIZE;
+}
+
+/* Where a block laid out to grow starts in its run: past the front guard and the header. */
+#define GROW_OFF (PAGE_SIZE + SECURE_LARGE_FRONT)
+#ifndef GROW_MIN
+#define GROW_MIN (64UL << 10)
+#endif
+
+/* Takes the guard of the growing block of run h off (its run is being freed); its page then
+ * reads zero, as it did when the guard was installed on it.  PG_SECURE_GROW stays until the
+ * run is handed out again: the quarantine's check stops at that page (secure_runs.c). */
+static void grow_guard_drop(struct page *h)
+{
+	char *gp = tail_guard(h);
+	if ((h->flags & PG_SECURE_GROW) && gp < run_last(h))
+		pcpm_os_guard_remove(gp, PAGE_SIZE);
 }
 
 void *secure_large_alloc(size_t n, size_t align, bool *run)
@@ -253,6 +275,7 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		run_check(p, h, call, size);
 		tcache_count(true);
 		if (unlikely(pcpm_nested())) { /* no lock: straight back, guards off */
+			grow_guard_drop(h);
 			secure_run_free_nested(h);
 			return;
 		}
@@ -261,6 +284,8 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		h->flags &= (uint8_t)~PG_SECURE_SPARSE;
 		if (secure_on(SECURE_P_ZERO) && !run_zero(p, h))
 			h->flags |= PG_SECURE_SPARSE;
+		/* a growing block's guard off: the run joins the others with its two guards */
+		grow_guard_drop(h);
 		h->flags |= PG_SECURE_QUAR;
 		secure_run_put(h, call);
 		return;
@@ -322,6 +347,36 @@ size_t secure_large_size(const void *ptr, const char *call)
 	return huge_req_size(r);
 }
 
+/*
+ * realloc of the growing block p (PG_SECURE_GROW) of run h in place, n bytes now: the block
+ * stays, its tail guard moves to the page after the new end (one guard installed, one
+ * removed, no copy).  False when the run cannot hold size bytes, a shrink would move the
+ * guard down (over bytes the block wrote: the caller moves the block) or the new guard
+ * cannot be installed; nothing changed then.
+ */
+static bool grow_in_place(char *p, struct page *h, size_t n, size_t size)
+{
+	size_t off = h->req_size >> 32;
+	char *base = page_address(h), *last = run_last(h), *ogp = tail_guard(h);
+	if (size > (size_t)(last - p))
+		return false;
+	char *ngp = base + ALIGN_UP(off + size, PAGE_SIZE);
+	if (ngp < ogp || (ngp != ogp && ngp < last && !pcpm_os_guard_install(ngp, PAGE_SIZE)))
+		return false;
+	/* what the old block and its canary wrote past the kept bytes, and the word before
+	 * the old guard, zero again: the grown bytes read zero (the run above was clean) */
+	char *old_e = secure_run_written_end(p, h), *keep = p + MIN(n, size);
+	if (old_e > keep)
+		memset(keep, 0, (size_t)(old_e - keep));
+	if (ogp - old_e >= 8)
+		secure_store64(ogp - 8, 0);
+	if (ngp != ogp && ogp < last)
+		pcpm_os_guard_remove(ogp, PAGE_SIZE); /* the page reads zero */
+	h->req_size = size | (uint64_t)off << 32;
+	arm_run(p, size, off, secure_canary(base), tail_guard(h));
+	return true;
+}
+
 void *secure_large_resize(void *ptr, size_t size)
 {
 	char *p = ptr;
@@ -329,6 +384,8 @@ void *secure_large_resize(void *ptr, size_t size)
 	if (!h || pcpm_nested())
 		return NULL;
 	size_t n = run_check(p, h, "realloc", SECURE_NO_SIZE);
+	if (h->flags & PG_SECURE_GROW)
+		return grow_in_place(p, h, n, size) ? p : NULL;
 	/* stays when a run of the same order holds the new size: the block moves inside it
 	 * (its end against the same guard), no system call, no page fault */
 	size_t off;
@@ -353,4 +410,32 @@ void *secure_large_resize(void *ptr, size_t size)
 	h->req_size = size | (uint64_t)off << 32;
 	arm_run(q, size, off, secure_canary(base), gp);
 	return q;
+}
+
+void *secure_large_alloc_grow(size_t n)
+{
+	/* room for twice the block (once grown, moved to a run twice as large again), or
+	 * for the block alone near MAX_PAGE_ORDER */
+	size_t body = ALIGN_UP(n, 16);
+	unsigned o = (unsigned)ilog2_ceil((ALIGN_UP(GROW_OFF + 2 * body, PAGE_SIZE) >> PAGE_SHIFT) + 1);
+	if (o > MAX_PAGE_ORDER)
+		o = (unsigned)ilog2_ceil((ALIGN_UP(GROW_OFF + body, PAGE_SIZE) >> PAGE_SHIFT) + 1);
+	if (n < GROW_MIN || n > HUGE_THRESHOLD || o > MAX_PAGE_ORDER || pcpm_nested())
+		return NULL;
+	struct page *h = secure_run_get(o, GROW_OFF - SECURE_LARGE_FRONT);
+	if (!h)
+		return NULL;
+	char *base = page_address(h), *p = base + GROW_OFF;
+	char *gp = base + ALIGN_UP(GROW_OFF + n, PAGE_SIZE);
+	size_t off = GROW_OFF;
+	if (gp < run_last(h) && !pcpm_os_guard_install(gp, PAGE_SIZE)) {
+		/* no guard to move: the block's end against the run's (the run is clean) */
+		off = ((size_t)(run_last(h) - base) - body) & ~(size_t)15;
+		p = base + off;
+	} else {
+		h->flags |= PG_SECURE_GROW;
+	}
+	h->req_size = n | (uint64_t)off << 32;
+	arm_run(p, n, off, secure_canary(base), tail_guard(h));
+	return p;
 }

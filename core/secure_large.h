@@ -39,6 +39,11 @@ size_t secure_large_size(const void *p, const char *call);
 /* realloc of the live large block p to size bytes (> SECURE_SMALL_MAX) where it can stay
  * in its run (same pages); NULL when it must move (the caller moves it). */
 void *secure_large_resize(void *p, size_t size);
+/* A large block of n bytes (> SECURE_SMALL_MAX) that realloc moves: at the front of a run
+ * with room to grow in place (secure_large_resize moves its tail guard with its end; no
+ * copy while the run holds it), zeroed; NULL where no run holds it (huge, a signal handler,
+ * exhaustion: the caller takes secure_large_alloc's block). */
+void *secure_large_alloc_grow(size_t n);
 /* Does p belong to a page run or huge mapping (live or quarantined)? */
 bool secure_is_large(const void *p);
 /* Empties the quarantine of page runs (malloc_trim, address space exhausted). */

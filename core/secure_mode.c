@@ -601,8 +601,10 @@ static void *__realloc(char *p, size_t size)
 	}
 	/* every other realloc moves, with the checks of malloc and free */
 	size_t old = usable_size(p, "realloc");
-	void *q = __malloc(size);
-	if (!q)
+	void *q = size > SECURE_SMALL_MAX && size > old ? secure_large_alloc_grow(size) : NULL;
+	if (q)
+		pcpm_count_malloc(true); /* at the front of a run, to grow in place next time */
+	else if (!(q = __malloc(size)))
 		return NULL;
 	memcpy(q, p, MIN(old, size));
 	secure_free_generic(p, "realloc");

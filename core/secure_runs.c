@@ -63,7 +63,7 @@ static void guards_remove(char *base, size_t len)
 static void run_release(struct page *h)
 {
 	guards_remove(page_address(h), run_bytes(h));
-	h->flags = (uint8_t)((h->flags & ~(PG_SECURE_QUAR | PG_SECURE_SPARSE)) | PG_DIRTY);
+	h->flags = (uint8_t)((h->flags & ~PG_SECURE_RUN_FLAGS) | PG_DIRTY);
 	h->run_clean = 0; /* (slab_owner's word: a routing hint, 0 is none) */
 	large_free(h);
 }
@@ -71,7 +71,7 @@ static void run_release(struct page *h)
 void secure_run_free_nested(struct page *h)
 {
 	guards_remove(page_address(h), run_bytes(h));
-	h->flags = (uint8_t)((h->flags & ~(PG_SECURE_QUAR | PG_SECURE_SPARSE)) | PG_DIRTY);
+	h->flags = (uint8_t)((h->flags & ~PG_SECURE_RUN_FLAGS) | PG_DIRTY);
 	h->run_clean = 0; /* (slab_owner's word: a routing hint, 0 is none) */
 	large_free_nested(h);
 }
@@ -175,7 +175,7 @@ struct page *secure_run_get(unsigned order, size_t from)
 		rc[order][i] = rc[order][--rc_nr[order]];
 		rc_bytes -= run_bytes(h);
 		pcpm_unlock(&runs_lock);
-		h->flags &= (uint8_t)~PG_SECURE_QUAR;
+		h->flags &= (uint8_t)~PG_SECURE_RUN_FLAGS;
 		secure_run_clean(h, from);
 		return h;
 	}
@@ -200,13 +200,16 @@ struct page *secure_run_get(unsigned order, size_t from)
 }
 
 /* A run out of the quarantine: its block's bytes must still read zero, and the rest of it
- * up to the tail guard.  A block whose pages were all resident when it was zeroed is read
- * whole (no mincore: it was written densely); its tail past what it wrote and a sparse
- * block's pages by residency (secure_run_is_zero). */
+ * up to the tail guard (a growing block's: through the page its guard was on; the run above
+ * it was clean and behind that guard).  A block whose pages were all resident when it was
+ * zeroed is read whole (no mincore: it was written densely); its tail past what it wrote and
+ * a sparse block's pages by residency (secure_run_is_zero). */
 static void lq_check(struct page *h, const char *call)
 {
 	char *base = page_address(h), *p = base + (h->req_size >> 32);
 	char *gp = base + run_bytes(h) - PAGE_SIZE, *from = p - SECURE_LARGE_FRONT;
+	if (h->flags & PG_SECURE_GROW)
+		gp = MIN(gp, secure_run_guard(h) + PAGE_SIZE);
 	char *e = h->flags & PG_SECURE_SPARSE ? from : secure_run_written_end(p, h);
 	if (unlikely(!secure_is_zero(from, e) || !secure_run_is_zero(e, gp)))
 		secure_uaf(p, call);

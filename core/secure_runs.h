@@ -35,11 +35,21 @@ struct page *secure_run_get(unsigned order, size_t from);
 bool secure_run_zero(char *from, char *to); /* true: every page was resident */
 bool secure_run_is_zero(char *from, char *to);
 
+/* The tail guard of the run h's block: the run's last page, or for a block laid out to grow
+ * (PG_SECURE_GROW, realloc's: at the run's front) the page after the block's end, which
+ * secure_large.c moves with the block (it is the last page when the block reaches it). */
+static inline char *secure_run_guard(struct page *h)
+{
+	char *base = page_address(h);
+	if (h->flags & PG_SECURE_GROW)
+		return base + ALIGN_UP((h->req_size >> 32) + (uint32_t)h->req_size, PAGE_SIZE);
+	return base + ((size_t)h->npages << PAGE_SHIFT) - PAGE_SIZE;
+}
 /* The end of what the live block p of the run h and its canary wrote (16-byte aligned, at
  * most the tail guard; the word before the guard aside): secure_large.c's arm_run. */
 static inline char *secure_run_written_end(char *p, struct page *h)
 {
-	char *gp = page_address(h) + ((size_t)h->npages << PAGE_SHIFT) - PAGE_SIZE;
+	char *gp = secure_run_guard(h);
 	char *e = (char *)ALIGN_UP((uintptr_t)(p + (uint32_t)h->req_size) + SECURE_CANARY_CHECK, 16);
 	return e < gp ? e : gp;
 }

@@ -335,6 +335,46 @@ static void overflow_large_page_realloc(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* A block realloc grew past 64 KiB and then again: secure mode grows it in place (at the
+ * front of its run, the guard page moved with its end; before, every growth copied it), the
+ * grown bytes read zero, and writing on past its end reaches the guard. */
+static void overflow_grown_in_place(void)
+{
+	char *p = malloc(16);
+	memset(p, 1, 16);
+	p = realloc(tu_opaque_ptr(p), 80000);
+	char *q = realloc(tu_opaque_ptr(p), 120000);
+	if (secure && q != p)
+		_exit(3); /* moved */
+	for (size_t i = 0; i < 120000; i++) {
+		if (q[i] != (i < 16) && secure)
+			_exit(4); /* lost or grown bytes not zero */
+	}
+	tu_report_pointer(q);
+	write_past(q, 120000);
+	free(tu_opaque_ptr(q));
+}
+
+/* One byte past such a block: its canary up to the guard page (free reports it). */
+static void overflow_grown_1(void)
+{
+	char *p = realloc(tu_opaque_ptr(malloc(16)), 80000);
+	p = realloc(tu_opaque_ptr(p), 100000);
+	((volatile char *)tu_opaque_ptr(p))[100000] = 'A';
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
+/* A block grown in place, freed twice: the second free finds it in the run quarantine. */
+static void df_grown(void)
+{
+	char *p = realloc(tu_opaque_ptr(malloc(16)), 80000);
+	p = realloc(tu_opaque_ptr(p), 150000);
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+	free(tu_opaque_ptr(p));
+}
+
 /* One byte past a large block that realloc shrank from 300 KB to 100 KB (in place in the
  * default mode; secure mode moves it so that its end touches the guard page). */
 static void overflow_large_realloc_1(void)
@@ -562,6 +602,7 @@ int main(int argc, char **argv)
 	expect("double free, block merged in the zone after malloc_trim", df_zone_merged, CAUGHT, df);
 	expect("double free, run shrunk by realloc", df_large_run, CAUGHT, df);
 	expect("double free, 16 MB mapping", df_huge, CAUGHT, df);
+	expect("double free, block realloc grew in place", df_grown, CAUGHT, df);
 	const char *rdf = "pcpmalloc: realloc(): double free 0x";
 	expect("realloc of a freed 20 KB block", rf_paged, CAUGHT, rdf);
 	expect("realloc of a freed 600 KB block", rf_large, CAUGHT, rdf);
@@ -586,6 +627,9 @@ int main(int argc, char **argv)
 	       secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("overflow past a large block's last page after realloc grew it",
 	       overflow_large_page_realloc, secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("overflow past a block realloc grew in place", overflow_grown_in_place,
+	       secure ? GUARD : NOT_CAUGHT, NULL);
+	expect("overflow by 1 byte, block realloc grew in place", overflow_grown_1, sec, ovf);
 	expect("overflow by 1 byte after realloc shrank a large block",
 	       overflow_large_realloc_1, secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("underflow by 8 bytes, small block", underflow_8, sec,
