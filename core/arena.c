@@ -73,6 +73,19 @@ static struct region *_Atomic *install_leaf(uintptr_t g, struct region *_Atomic 
 /* A leaf a thread mapped and lost to another's install, kept for the next one (lock-free). */
 static struct region *_Atomic *_Atomic leaf_spare;
 
+/* Installs leaf (from leaf_spare or the metadata) for granule g; a leaf that lost to another
+ * thread's is kept as the spare (zeroed still: nothing was stored in it).  The leaf in place. */
+static struct region *_Atomic *leaf_install_or_keep(uintptr_t g, struct region *_Atomic *leaf)
+{
+	struct region *_Atomic *in = install_leaf(g, leaf);
+	struct region *_Atomic *none = NULL;
+	if (in != leaf)
+		(void)atomic_compare_exchange_strong_explicit(&leaf_spare, &none, leaf,
+							      memory_order_release,
+							      memory_order_relaxed);
+	return in;
+}
+
 /* A leaf for granule g installed, or NULL when metadata cannot be had.  No lock held: the
  * leaf comes from pcpm_meta_alloc (which maps with no lock held) and is installed with a
  * compare-exchange, so no lock of the map waits for a system call. */
@@ -82,17 +95,7 @@ static struct region *_Atomic *leaf_get(uintptr_t g)
 		atomic_exchange_explicit(&leaf_spare, NULL, memory_order_acquire);
 	if (!leaf)
 		leaf = pcpm_meta_alloc(sizeof(*leaf) << LEAF_BITS);
-	if (!leaf)
-		return NULL;
-	struct region *_Atomic *in = install_leaf(g, leaf);
-	if (in != leaf) {
-		/* zeroed still: nothing was stored in it */
-		struct region *_Atomic *none = NULL;
-		(void)atomic_compare_exchange_strong_explicit(&leaf_spare, &none, leaf,
-							      memory_order_release,
-							      memory_order_relaxed);
-	}
-	return in;
+	return leaf ? leaf_install_or_keep(g, leaf) : NULL;
 }
 
 /* Publishes (r), clears (r == NULL) or only prepares (publish false) the granules of
@@ -169,12 +172,7 @@ bool pcpm_map_set_try(const void *base, size_t len, struct region *r)
 		if (!leaf)
 			leaf = meta_alloc_try(sizeof(*leaf) << LEAF_BITS);
 		if (leaf) {
-			if (install_leaf(g, leaf) != leaf) {
-				struct region *_Atomic *none = NULL;
-				(void)atomic_compare_exchange_strong_explicit(
-					&leaf_spare, &none, leaf, memory_order_release,
-					memory_order_relaxed);
-			}
+			(void)leaf_install_or_keep(g, leaf);
 			continue;
 		}
 		/* meta_lock taken (or held for good in a nolock fork child): a leaf of its own
