@@ -155,12 +155,6 @@ static int run_order(size_t n, size_t align, size_t *off)
 	return -1;
 }
 
-/* The tail guard of the run h's block (secure_runs.h). */
-static inline char *tail_guard(struct page *h)
-{
-	return secure_run_guard(h);
-}
-
 /* The run's last page (its own tail guard, laid out with the run). */
 static inline char *run_last(struct page *h)
 {
@@ -169,16 +163,14 @@ static inline char *run_last(struct page *h)
 
 /* Where a block laid out to grow starts in its run: past the front guard and the header. */
 #define GROW_OFF (PAGE_SIZE + SECURE_LARGE_FRONT)
-#ifndef GROW_MIN
-#define GROW_MIN (64UL << 10)
-#endif
+#define GROW_MIN (64UL << 10) /* (below, a copy costs less than moving the guard) */
 
 /* Takes the guard of the growing block of run h off (its run is being freed); its page then
  * reads zero, as it did when the guard was installed on it.  PG_SECURE_GROW stays until the
  * run is handed out again: the quarantine's check stops at that page (secure_runs.c). */
 static void grow_guard_drop(struct page *h)
 {
-	char *gp = tail_guard(h);
+	char *gp = secure_run_guard(h);
 	if ((h->flags & PG_SECURE_GROW) && gp < run_last(h))
 		pcpm_os_guard_remove(gp, PAGE_SIZE);
 }
@@ -198,7 +190,7 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 	*run = true;
 	char *base = page_address(h), *p = base + off;
 	h->req_size = n | (uint64_t)off << 32;
-	arm_run(p, n, off, secure_canary(base), tail_guard(h));
+	arm_run(p, n, off, secure_canary(base), secure_run_guard(h));
 	return p; /* the run reads zero (with SECURE_P_ZERO; else calloc clears): no clearing */
 }
 
@@ -239,7 +231,7 @@ static size_t run_check(char *p, struct page *h, const char *call, size_t size)
 	if (secure_load64(p - 16) != secure_size_word(p, n, off) || secure_load64(p - 8) != c ||
 	    !canary_bytes_ok(c, p - SECURE_LARGE_FRONT, p - 16))
 		secure_underflow(p, call);
-	char *gp = tail_guard(h);
+	char *gp = secure_run_guard(h);
 	if (!canary_bytes_ok(c, p + n, MIN(gp, p + n + SECURE_CANARY_CHECK)) ||
 	    (gp - (p + n) > SECURE_CANARY_CHECK && secure_load64(gp - 8) != c))
 		secure_overflow(p, call);
@@ -257,7 +249,7 @@ static size_t run_check(char *p, struct page *h, const char *call, size_t size)
  * whether every page was resident (a dense block: the check reads it whole). */
 static bool run_zero(char *p, struct page *h)
 {
-	char *e = secure_run_written_end(p, h), *gp = tail_guard(h);
+	char *e = secure_run_written_end(p, h), *gp = secure_run_guard(h);
 	bool dense = secure_run_zero(p - SECURE_LARGE_FRONT, e);
 	if (gp - e >= 8)
 		secure_store64(gp - 8, 0);
@@ -357,7 +349,7 @@ size_t secure_large_size(const void *ptr, const char *call)
 static bool grow_in_place(char *p, struct page *h, size_t n, size_t size)
 {
 	size_t off = h->req_size >> 32;
-	char *base = page_address(h), *last = run_last(h), *ogp = tail_guard(h);
+	char *base = page_address(h), *last = run_last(h), *ogp = secure_run_guard(h);
 	if (size > (size_t)(last - p))
 		return false;
 	char *ngp = base + ALIGN_UP(off + size, PAGE_SIZE);
@@ -373,7 +365,7 @@ static bool grow_in_place(char *p, struct page *h, size_t n, size_t size)
 	if (ngp != ogp && ogp < last)
 		pcpm_os_guard_remove(ogp, PAGE_SIZE); /* the page reads zero */
 	h->req_size = size | (uint64_t)off << 32;
-	arm_run(p, size, off, secure_canary(base), tail_guard(h));
+	arm_run(p, size, off, secure_canary(base), secure_run_guard(h));
 	return true;
 }
 
@@ -392,7 +384,7 @@ void *secure_large_resize(void *ptr, size_t size)
 	if (run_order(size, 16, &off) != ilog2_ceil(h->npages))
 		return NULL;
 	char *base = page_address(h), *q = base + off;
-	char *gp = tail_guard(h);
+	char *gp = secure_run_guard(h);
 	size_t m = MIN(n, size);
 	if (q < p) /* moving down: what the run has not cleared yet below the old front */
 		secure_run_clean(h, off - SECURE_LARGE_FRONT);
@@ -436,6 +428,6 @@ void *secure_large_alloc_grow(size_t n)
 		h->flags |= PG_SECURE_GROW;
 	}
 	h->req_size = n | (uint64_t)off << 32;
-	arm_run(p, n, off, secure_canary(base), tail_guard(h));
+	arm_run(p, n, off, secure_canary(base), secure_run_guard(h));
 	return p;
 }

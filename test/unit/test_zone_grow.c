@@ -71,10 +71,10 @@ static pthread_t main_thread;
 static pthread_t b_thread;
 static struct page *b_block;
 
-static void *grow_b(void *arg)
+/* A second grower: one top-order block from the zone into *out. */
+static void *grow_into(void *out)
 {
-	(void)arg;
-	b_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
+	*(struct page **)out = zone_alloc_pages(z, MAX_PAGE_ORDER);
 	return NULL;
 }
 
@@ -90,7 +90,7 @@ static void hook_two_growers(struct zone *hz, int stage)
 		return;
 	/* A (this thread) found no block and dropped the zone lock: B now finds none either,
 	 * before anybody grows */
-	CHECK(pthread_create(&b_thread, NULL, grow_b, NULL) == 0);
+	CHECK(pthread_create(&b_thread, NULL, grow_into, &b_block) == 0);
 	while (!atomic_load(&b_waiting))
 		sched_yield();
 }
@@ -99,13 +99,6 @@ static void hook_two_growers(struct zone *hz, int stage)
 
 static int touch_seen, locks_free_in_touch;
 static struct page *c_block;
-
-static void *grow_c(void *arg)
-{
-	(void)arg;
-	c_block = zone_alloc_pages(z, MAX_PAGE_ORDER);
-	return NULL;
-}
 
 static void hook_touch(struct zone *hz, int stage)
 {
@@ -119,7 +112,7 @@ static void hook_touch(struct zone *hz, int stage)
 	locks_free_in_touch = zl && !z->grower.committing;
 	/* C finds the lists dry too, takes the chunk's other block and gets it before A is done */
 	pthread_t t;
-	CHECK(pthread_create(&t, NULL, grow_c, NULL) == 0);
+	CHECK(pthread_create(&t, NULL, grow_into, &c_block) == 0);
 	CHECK(pthread_join(t, NULL) == 0);
 }
 
