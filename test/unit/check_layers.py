@@ -46,6 +46,7 @@ LAYERS = [
     ['core/large.c'],
     ['core/tcache_signal.c'],   # the thread cache parked while a signal handler runs
     ['core/tcache.c'],
+    ['core/tcache_registry.c'],  # which thread caches exist: registry, counters, double-free walk
     ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
     ['core/depot.c'],           # the node depots of free-object chains (lock-free)
     ['core/barn.c'],            # the node barns of full and empty sheaves
