@@ -3,7 +3,7 @@
 # then the A/B harness (build/bench/pcpmalloc-ab) on real programs - python3, make -j of a
 # generated C project with gcc, sqlite3 - under glibc, jemalloc, mimalloc, tcmalloc and
 # pcpmalloc (those installed), interleaved runs, with the significance of each difference.
-# Usage: bench/demo.sh [-n RUNS]     (default 3; about 2 minutes on 2 cores)
+# Usage: bench/demo.sh [-n RUNS]     (default 3; about 5 CPU-minutes with the build before it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=3

@@ -172,7 +172,9 @@ struct region {
 	size_t len;	 /* HUGE: bytes mapped */
 	struct arena *a; /* ARENA: the arena */
 	uint64_t freed_ms; /* HUGE, cached: when it was freed */
-	int dirty;	   /* HUGE: pages may be resident and non-zero */
+	size_t dirty;	   /* HUGE: the bytes from base that may be resident and non-zero (0:
+			    * all read as zero; a block built by huge.c's gather has fresh pages
+			    * after its moved ones: calloc clears only these) */
 	struct region *next_free;
 	struct region *deferred_next; /* HUGE: on the list of frees from signal handlers */
 	size_t req;		      /* HUGE, secure mode: bytes requested */

@@ -137,6 +137,7 @@ static void huge_shrink(struct region *r, size_t len)
 	pcpm_os_unmap(huge_base(r) + len, r->len - len);
 	atomic_fetch_sub_explicit(&huge_bytes, r->len - len, memory_order_relaxed);
 	r->len = len;
+	r->dirty = MIN(r->dirty, len);
 	(void)pcpm_map_set(huge_base(r), len, r); /* leaves of a subrange exist: cannot fail */
 }
 
@@ -157,7 +158,8 @@ static void huge_split(struct region *r, size_t keep)
 	t->kind = REGION_HUGE;
 	huge_set_base(t, huge_base(r) + keep);
 	t->len = r->len - keep;
-	t->dirty = r->dirty;
+	t->dirty = r->dirty > keep ? r->dirty - keep : 0;
+	r->dirty = MIN(r->dirty, keep);
 	t->freed_ms = r->freed_ms;
 	t->next_free = NULL;
 	t->deferred_next = NULL;
@@ -278,7 +280,7 @@ static void *__huge_gather(size_t len)
 	}
 	if (r) { /* what the cache did not cover is dst's own fresh pages */
 		huge_region_init(r, dst, len);
-		r->dirty = 1;
+		r->dirty = off; /* the moved pages; the fresh ones after them read as zero */
 		(void)pcpm_map_set(dst, len, r); /* reserved above: cannot fail */
 		atomic_fetch_add_explicit(&huge_bytes, len, memory_order_relaxed);
 		atomic_fetch_add_explicit(&huge_count, 1, memory_order_relaxed);
@@ -408,7 +410,7 @@ static struct region *__huge_cache_put(struct region *r, struct region **absorbe
 		if (below)
 			huge_set_base(r, huge_base(c));
 		r->len += c->len;
-		r->dirty |= c->dirty;
+		r->dirty = r->dirty || c->dirty ? r->len : 0;
 		r->freed_ms = MAX(r->freed_ms, c->freed_ms);
 		/* the merged range's leaves exist (both halves were published): cannot fail */
 		(void)pcpm_map_set(huge_base(r), r->len, r);
@@ -469,7 +471,7 @@ static void huge_cache_put_done(struct region *unmap, struct region *absorbed)
 /* Puts the free mapping r (its pages resident) into the cache. */
 void huge_cache_put(struct region *r)
 {
-	r->dirty = 1;
+	r->dirty = r->len;
 	r->freed_ms = pcpm_now_ms();
 	struct region *absorbed = NULL;
 	huge_lock_take();

@@ -151,16 +151,18 @@ again:
 		pcpm_os_unmap(from, lo);
 	if (moved && hi)
 		pcpm_os_unmap(old + len, hi);
+	bool dirty = r->dirty;
 	for (int k = 0; k < 2; k++) {
 		struct region *c = k ? above : below;
 		if (!c)
 			continue;
-		r->dirty |= c->dirty;
+		dirty |= c->dirty != 0;
 		huge_account(-1, 0);
 		pcpm_region_free(c);
 	}
 	huge_set_base(r, dst);
 	r->len = total;
+	r->dirty = dirty ? total : 0;
 	(void)pcpm_map_set(dst, total, r); /* reserved above: cannot fail */
 	if (!moved) { /* the old range is free address space again */
 		pcpm_region_free(q);

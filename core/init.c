@@ -66,9 +66,9 @@ static void print_configuration(void)
 			 "is needed), committed %d MiB at a time; own mappings above %lu MiB\n",
 			 pcpm_arena_reserve_bytes() >> 20, pcpm_cfg.arena_chunk_mb, HUGE_THRESHOLD >> 20);
 	n = pcpm_bappend(b, len, n,
-			 "pcpmalloc:   purge: free memory unused for %d ms, or beyond %d%% of the recent "
-			 "peak in use (at least %d MiB); decay thread %s\n",
-			 pcpm_cfg.decay_ms, pcpm_cfg.dirty_pct, pcpm_cfg.dirty_min_mb,
+			 "pcpmalloc:   purge: free memory unused for %d ms, every %d ms, or beyond %d%% of "
+			 "the recent peak in use (at least %d MiB); decay thread %s\n",
+			 pcpm_cfg.decay_ms / 2, pcpm_cfg.decay_ms / 2, pcpm_cfg.dirty_pct, pcpm_cfg.dirty_min_mb,
 			 pcpm_cfg.decay_thread ? "on (started at the first allocation)" : "off");
 	n = pcpm_bappend(b, len, n, "pcpmalloc:   valgrind: memcheck mode %s\n",
 			 pcpm_vg ? "on" : "off");

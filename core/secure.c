@@ -45,11 +45,14 @@ void secure_size_mismatch(const void *p, size_t size, size_t n, const char *call
 }
 
 /*
- * The canary of huge mappings is checked at its first and its last 8 bytes only (unaligned
- * loads, overlapping when it is shorter than 16): an overflow running on from the end of
- * the block always hits the first, one that skips ahead to the end of the page the last.
- * A canary shorter than 8 bytes ends on a word boundary (pages are multiples of 4096): it is
- * the top bytes of the word before `to`, checked and written with a mask.
+ * The canary of huge mappings fills the whole gap between the block's end and its tail guard
+ * page (less than a page: at most 4 KiB written at allocation and read at free, small beside
+ * a mapping of 4 MiB and more), so a write anywhere past the end is caught - one running on
+ * from the end of the block and a single store that skips ahead alike; past the gap the
+ * guard page faults.  Checked a word at a time (unaligned loads; the last word overlaps the
+ * one before it when the gap is not a multiple of 8: the fill byte is the same in every
+ * byte).  A canary shorter than 8 bytes ends on a word boundary (pages are multiples of
+ * 4096): it is the top bytes of the word before `to`, checked and written with a mask.
  */
 static inline uint64_t canary_mask(size_t len) /* len 1..7: the top len bytes of a word */
 {
@@ -61,9 +64,13 @@ void secure_check_canary(const void *p, const char *from, const char *to, const 
 	uint64_t cw = pcpm_secure_keys.fill, a, b;
 	size_t len = (size_t)(to - from);
 	if (likely(len >= 8)) {
-		memcpy(&a, from, 8);
+		uint64_t diff = 0;
+		for (const char *q = from; q + 8 <= to; q += 8) {
+			memcpy(&a, q, 8);
+			diff |= a ^ cw;
+		}
 		memcpy(&b, to - 8, 8);
-		if (unlikely((a ^ cw) | (b ^ cw)))
+		if (unlikely(diff | (b ^ cw)))
 			secure_overflow(p, call);
 	} else if (len && !((uintptr_t)to & 7)) {
 		memcpy(&a, to - 8, 8);
@@ -81,8 +88,7 @@ void secure_fill_canary(char *from, char *to)
 	uint64_t cw = pcpm_secure_keys.fill, a;
 	size_t len = to > from ? (size_t)(to - from) : 0;
 	if (likely(len >= 8)) {
-		memcpy(from, &cw, 8);
-		memcpy(to - 8, &cw, 8);
+		memset(from, (uint8_t)cw, len);
 	} else if (len && !((uintptr_t)to & 7)) {
 		uint64_t m = canary_mask(len);
 		memcpy(&a, to - 8, 8);

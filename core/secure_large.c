@@ -90,8 +90,8 @@ static void *huge_arm(void *base, size_t size, unsigned k)
 	r->req = size | (uint64_t)k << HUGE_FRONT_SHIFT;
 	pcpm_os_guard_install(base, (size_t)1 << k);
 	pcpm_os_guard_install(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
-	if (r->dirty)
-		memset(p, 0, size);
+	if (r->dirty > ((size_t)1 << k)) /* (its dirty head only, as calloc's) */
+		memset(p, 0, MIN(size, r->dirty - ((size_t)1 << k)));
 	secure_fill_canary(p + size, huge_base(r) + r->len - PAGE_SIZE);
 	return p;
 }

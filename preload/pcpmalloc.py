@@ -251,6 +251,8 @@ def pprof_text(o, dump, extra=()):
     if not head:   # pprof prints nothing for an empty view
         return ('Total: 0.0 MB (no difference)' if extra else
                 'Total: 0.0 MB (nothing ' + ('allocated' if o.alloc else 'in use') + ')')
+    if not extra:  # which view: a dump with nothing in use shows what was allocated
+        head = [h + (' allocated over the run' if o.alloc else ' in use') for h in head]
     return '\n'.join(head + rows[:o.top])
 
 

@@ -307,6 +307,16 @@ static void overflow_large_1(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* One byte written 100 bytes past a 5,000,000-byte (huge) block, inside the gap before its
+ * tail guard page (a single store, not a run from the end: the whole gap is the canary). */
+static void overflow_huge_gap(void)
+{
+	char *p = malloc(5000000);
+	((volatile char *)tu_opaque_ptr(p))[5000000 + 100] = 'A';
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
 /* Writes every 512 bytes over the 8 KiB after byte n of p (reaches the page past the block). */
 static void write_past(char *p, size_t n)
 {
@@ -623,6 +633,8 @@ int main(int argc, char **argv)
 	/* secure mode: a 100000-byte block ends against its guard page */
 	expect("overflow by 1 byte, large block", overflow_large_1, secure ? GUARD : NOT_CAUGHT,
 	       NULL);
+	expect("one store 100 bytes past a huge block (the gap before its guard page)",
+	       overflow_huge_gap, sec, ovf);
 	expect("overflow past a large block's last page", overflow_large_page,
 	       secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("overflow past a large block's last page after realloc grew it",

@@ -46,7 +46,7 @@ grep -qE '^pcpmalloc:   pcp \(cpu 0\): batch 63, high_min 252, high_max [0-9]+ p
 	fail "pcp sizes line"
 grep -qE '^pcpmalloc:   arena: 65536 MiB of address space reserved per arena' "$tmp/block" ||
 	fail "arena line"
-grep -qE '^pcpmalloc:   purge: free memory unused for 500 ms' "$tmp/block" || fail "purge line"
+grep -qE '^pcpmalloc:   purge: free memory unused for 250 ms, every 250 ms' "$tmp/block" || fail "purge line"
 grep -qE '^pcpmalloc:   valgrind: memcheck mode off' "$tmp/block" || fail "valgrind line"
 # decisions, after the block
 grep -qE '^pcpmalloc: arena [0-9]+: reserved 65536 MiB at 0x' "$err" || fail "no arena decision line"

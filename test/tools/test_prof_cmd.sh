@@ -45,7 +45,7 @@ fi
 dump=$(cat "$tmp/python.dump" 2>/dev/null || cat "$tmp/make.dump" 2>/dev/null)
 if [ -n "$dump" ] && [ -f "$dump" ]; then
 	"$cmd" prof --alloc "$dump" >"$tmp/dump.txt" 2>&1 || fail "prof DUMP failed"
-	has "$tmp/dump.txt" '^Total: ' "prof DUMP"
+	has "$tmp/dump.txt" '^Total: [0-9.]+ MB (allocated over the run|in use)' "prof DUMP: the total, naming its view"
 	"$cmd" prof --svg "$tmp/g.svg" "$dump" >/dev/null 2>&1 || fail "prof --svg failed"
 	has "$tmp/g.svg" '<svg' "prof --svg"
 	"$cmd" prof --html "$tmp/g.html" "$dump" >/dev/null 2>&1 || fail "prof --html failed"
