@@ -130,8 +130,7 @@ static void huge_region_init(struct region *r, char *p, size_t len)
 	r->next_free = NULL;
 }
 
-/* Shrinks a mapping in place to len bytes (len < r->len). */
-static void huge_shrink(struct region *r, size_t len)
+void huge_shrink(struct region *r, size_t len)
 {
 	pcpm_map_set(huge_base(r), r->len, NULL);
 	pcpm_os_unmap(huge_base(r) + len, r->len - len);

@@ -72,6 +72,10 @@ bool huge_deferred_pending(void);
 /* Grows or shrinks r to len bytes with mremap (4 MiB alignment kept); NULL when it cannot
  * (r unchanged: the caller copies).  errno is kept either way. */
 void *huge_realloc(struct region *r, size_t len);
+/* Shrinks the live or taken mapping r in place to len bytes (a multiple of PAGE_SIZE, less
+ * than r->len): the pages after it are unmapped and its radix-map granules cleared (the
+ * owner's call: nobody else frees r meanwhile). */
+void huge_shrink(struct region *r, size_t len);
 
 /* Unmaps every cached mapping; true when there was one (malloc_trim, address space
  * reclaim). */

@@ -369,10 +369,44 @@ static bool grow_in_place(char *p, struct page *h, size_t n, size_t size)
 	return true;
 }
 
+/*
+ * realloc of the huge block p of mapping r to size bytes in place: a size that still needs a
+ * huge mapping and fits before the tail guard stays; a smaller mapping is shrunk with its
+ * tail unmapped and the guard installed on its new last page (no copy; the kernel's
+ * mremap shrinks in place as well).  The grown bytes (less than a page) are zeroed and the
+ * canary written after the new end.  NULL: the block must move (growth past the mapping,
+ * or a size for a page run).
+ */
+static void *huge_resize(char *p, struct region *r, size_t size)
+{
+	size_t n = huge_req_size(r), front = huge_front(r);
+	if (huge_state(r) != HUGE_LIVE || size <= HUGE_THRESHOLD)
+		return NULL; /* (a freed block: the move's checks report it) */
+	char *guard = huge_base(r) + r->len - PAGE_SIZE;
+	secure_check_canary(p, p + n, guard, "realloc");
+	size_t hlen = front + ALIGN_UP(size, PAGE_SIZE) + PAGE_SIZE;
+	if (hlen > r->len)
+		return NULL;
+	if (hlen < r->len) {
+		huge_shrink(r, hlen); /* (the old guard page goes with the tail) */
+		guard = huge_base(r) + hlen - PAGE_SIZE;
+		pcpm_os_guard_install(guard, PAGE_SIZE);
+	}
+	if (size > n) /* the old canary's bytes */
+		memset(p + n, 0, size - n);
+	r->req = size | (r->req & ~((1ULL << HUGE_FRONT_SHIFT) - 1));
+	secure_fill_canary(p + size, guard);
+	return p;
+}
+
 void *secure_large_resize(void *ptr, size_t size)
 {
 	char *p = ptr;
-	struct page *h = pcpm_page_of(p) ? run_of(p) : NULL;
+	if (!pcpm_page_of(p)) {
+		struct region *r = pcpm_nested() ? NULL : huge_of(p);
+		return r ? huge_resize(p, r, size) : NULL;
+	}
+	struct page *h = run_of(p);
 	if (!h || pcpm_nested())
 		return NULL;
 	size_t n = run_check(p, h, "realloc", SECURE_NO_SIZE);

@@ -424,11 +424,12 @@ void *secure_malloc(size_t n)
 }
 
 /* Every block secure mode hands out is zeroed (small: checked zero; runs and mappings:
- * cleared when reused), so calloc clears nothing. */
+ * cleared when reused), so calloc clears nothing; with the zeroing off, it clears all but
+ * huge mappings (cleared when reused either way: huge_arm). */
 void *secure_calloc(size_t n)
 {
 	void *p = secure_malloc(n); /* zeroed on free, checked zero at malloc */
-	if (p && n && !secure_on(SECURE_P_ZERO))
+	if (p && n && n <= HUGE_THRESHOLD && !secure_on(SECURE_P_ZERO))
 		memset(p, 0, n);
 	return p;
 }

@@ -317,6 +317,15 @@ static void overflow_huge_gap(void)
 	free(tu_opaque_ptr(p));
 }
 
+/* One byte past the new end of a huge block realloc shrank in place. */
+static void overflow_huge_shrunk(void)
+{
+	char *p = realloc(malloc(16u << 20), (16u << 20) - 5000);
+	((volatile char *)tu_opaque_ptr(p))[(16u << 20) - 5000] = 'A';
+	tu_report_pointer(p);
+	free(tu_opaque_ptr(p));
+}
+
 /* Writes every 512 bytes over the 8 KiB after byte n of p (reaches the page past the block). */
 static void write_past(char *p, size_t n)
 {
@@ -635,6 +644,7 @@ int main(int argc, char **argv)
 	       NULL);
 	expect("one store 100 bytes past a huge block (the gap before its guard page)",
 	       overflow_huge_gap, sec, ovf);
+	expect("overflow by 1 byte after realloc shrank a huge block", overflow_huge_shrunk, sec, ovf);
 	expect("overflow past a large block's last page", overflow_large_page,
 	       secure ? GUARD : NOT_CAUGHT, NULL);
 	expect("overflow past a large block's last page after realloc grew it",
