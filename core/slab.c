@@ -33,6 +33,9 @@ static void *slab_fl_next(struct kmem_cache *s, struct page *pg, const void *o)
 
 /* Bytes of partial slabs a cache keeps before it frees empty ones (see min_partial). */
 #define MIN_PARTIAL_BYTES (64UL << 10)
+/* Secure mode's (SLAB_FREELIST_RANDOM; 8 slabs at most): a new slab costs a whole carving - a
+ * shuffle, every object's link and mark, new pages - so emptied slabs stay (issue 24, 8th round). */
+#define SECURE_MIN_PARTIAL_BYTES (256UL << 10)
 
 /* SLAB_* flags of every cache, set once at init. */
 static unsigned slab_flags PCPM_HOT;
@@ -126,6 +129,9 @@ static PCPM_COLD struct kmem_cache *cache_setup(struct kmem_cache *s)
 		s->min_partial = m < 5 ? 5 : m > 10 ? 10 : m;
 		s->min_partial = MAX(s->order > PAGE_ALLOC_COSTLY_ORDER ? 1u : 2u,
 				     MIN(s->min_partial, MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
+		if (slab_flags & SLAB_FREELIST_RANDOM) /* see SECURE_MIN_PARTIAL_BYTES */
+			s->min_partial = MAX(s->min_partial,
+					     MIN(8u, SECURE_MIN_PARTIAL_BYTES / (PAGE_SIZE << s->order)));
 		list_init(&s->partial);
 		__atomic_store_n(&s->size, size, __ATOMIC_RELEASE);
 	}
