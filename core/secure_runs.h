@@ -21,8 +21,11 @@
 /* A guarded run of 2^order pages for a block whose front canary starts from bytes into it
  * (from >= PAGE_SIZE), its head descriptor PG_LARGE (npages set); NULL when memory is
  * exhausted.  With SECURE_P_ZERO every byte from there to the tail guard reads zero: only
- * those are cleared, so a run's pages that no block reached stay untouched (not resident). */
-struct page *secure_run_get(unsigned order, size_t from);
+ * those are cleared, so a run's pages that no block reached stay untouched (not resident).
+ * drop (page aligned, > from; 0: none): from there on, 64 KiB or more of pages that a run
+ * from the zone still holds written are dropped (one madvise) rather than cleared - the room
+ * above a block laid out to grow, which the program may never touch. */
+struct page *secure_run_get(unsigned order, size_t from, size_t drop);
 /*
  * Zeroes [from, to) of a run (SECURE_P_ZERO's passes over blocks of a page or more): only
  * the pages that are resident are written; the others read zero already, or are purged
