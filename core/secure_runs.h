@@ -7,7 +7,9 @@
  * first comes from the zone and removed only when it goes back to it, so the runs a program
  * reuses cost no system call (hardened_malloc's cached empty slabs; GUARD_SLABS).  Freed runs
  * wait in a FIFO quarantine, are checked zero when they leave it (a write after free), then
- * join a cache per order from which allocation picks at random.
+ * join a cache per order from which allocation picks at random; runs of 128 KiB and less
+ * past the cache stay as cold runs with their guards (the oldest with their pages dropped),
+ * larger ones go back to the zone.
  *
  * Sizes are bytes or pages as named; thread-safe (one lock, secure_runs_lock, no other lock
  * held under it); not for signal handlers (the caller gives them mappings of their own).
