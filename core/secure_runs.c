@@ -392,6 +392,28 @@ void secure_runs_drain(void)
 	}
 }
 
+void secure_runs_trim(void)
+{
+	struct list_head res;
+	list_init(&res);
+	pcpm_lock(&runs_lock);
+	for (unsigned o = 0; o <= COLD_MAX_ORDER; o++) {
+		while (cold_nr[o][0]) {
+			struct list_head *e = cold[o][0].next;
+			list_del(e);
+			list_add(e, &res);
+			cold_nr[o][0]--;
+			cold_res -= run_bytes((struct page *)e);
+		}
+	}
+	pcpm_unlock(&runs_lock);
+	while (!list_empty(&res)) {
+		struct list_head *e = res.next;
+		list_del(e);
+		cold_drop((struct page *)e);
+	}
+}
+
 void secure_runs_lock(void)
 {
 	pcpm_lock(&runs_lock);

@@ -73,6 +73,9 @@ void secure_run_put(struct page *h, const char *call);
 void secure_run_free_nested(struct page *h);
 /* Empties the quarantine and the cache back to the zone (malloc_trim, address space). */
 void secure_runs_drain(void);
+/* malloc_trim: the resident cold runs' pages dropped (one madvise each); the runs stay
+ * secure mode's, with their guards, so a double free after the trim is still reported. */
+void secure_runs_trim(void);
 /* fork: the lock taken before fork, released in the parent, reset in the child (a thread
  * that held it across fork() is gone there). */
 void secure_runs_lock(void);

@@ -615,6 +615,25 @@ static int cold_runs(void)
 		       "resident past the cold runs' 128 MiB\n", res, np);
 		bad++;
 	}
+	/* the newest cold runs are resident until malloc_trim drops their pages */
+	size_t res_new[2] = { 0, 0 }, np_new = 0;
+	for (int t = 0; t < 2; t++) {
+		if (t)
+			malloc_trim(0);
+		for (int i = 3000; i < 4000; i++) {
+			uintptr_t a = ((uintptr_t)cold_v[i] + 4095) & ~(uintptr_t)4095;
+			if (mincore((void *)a, 4 * 4096, vec) == 0) {
+				for (int k = 0; k < 4; k++)
+					res_new[t] += vec[k] & 1;
+			}
+			np_new += t ? 0 : 4;
+		}
+	}
+	if (res_new[0] < np_new / 2 || res_new[1] > np_new / 8) {
+		printf("FAIL - [secure] newest cold runs: %zu of %zu pages resident before "
+		       "malloc_trim, %zu after\n", res_new[0], np_new, res_new[1]);
+		bad++;
+	}
 	size_t at[] = { 0, 4096, 9999, COLD_SIZE - 1 };
 	for (int i = 0; i < COLD_N; i++) {
 		char *q = calloc(1, COLD_SIZE);
@@ -628,8 +647,9 @@ static int cold_runs(void)
 	for (int i = 0; i < COLD_N; i++)
 		free(cold_v[i]);
 	if (!bad)
-		printf("ok - [secure] runs past the cold ones: %zu of %zu pages resident after free, "
-		       "calloc reads zero\n", res, np);
+		printf("ok - [secure] runs past the cold ones: %zu of %zu pages resident after free; "
+		       "the newest %zu of %zu, %zu after malloc_trim; calloc reads zero\n", res, np,
+		       res_new[0], np_new, res_new[1]);
 	return bad;
 }
 
