@@ -184,7 +184,7 @@ void *secure_large_alloc(size_t n, size_t align, bool *run)
 	int o = n > HUGE_THRESHOLD || align > HUGE_THRESHOLD ? -1 : run_order(n, align, &off);
 	if (o < 0 || unlikely(pcpm_nested()))
 		return huge_secure_alloc(n, align);
-	struct page *h = secure_run_get((unsigned)o, off - SECURE_LARGE_FRONT);
+	struct page *h = secure_run_get((unsigned)o, off - SECURE_LARGE_FRONT, 0);
 	if (!h)
 		return NULL;
 	*run = true;
@@ -448,7 +448,8 @@ void *secure_large_alloc_grow(size_t n)
 		o = (unsigned)ilog2_ceil((ALIGN_UP(GROW_OFF + body, PAGE_SIZE) >> PAGE_SHIFT) + 1);
 	if (n < GROW_MIN || n > HUGE_THRESHOLD || o > MAX_PAGE_ORDER || pcpm_nested())
 		return NULL;
-	struct page *h = secure_run_get(o, GROW_OFF - SECURE_LARGE_FRONT);
+	struct page *h = secure_run_get(o, GROW_OFF - SECURE_LARGE_FRONT,
+					ALIGN_UP(GROW_OFF + body + SECURE_CANARY_CHECK, PAGE_SIZE));
 	if (!h)
 		return NULL;
 	char *base = page_address(h), *p = base + GROW_OFF;

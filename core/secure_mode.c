@@ -19,6 +19,7 @@
 #include "secure_mode.h"
 #include "huge_quarantine.h"
 #include "secure_large.h"
+#include "secure_runs.h"
 #include "topology.h"
 #include "vmstat.h"
 
@@ -626,4 +627,5 @@ void secure_trim(void)
 	 * unmap them); the run quarantine keeps its runs, so a double free after the trim is
 	 * still reported */
 	huge_drain_deferred(huge_free_quarantined);
+	secure_runs_trim(); /* the resident cold runs' pages */
 }

@@ -7,7 +7,9 @@
  * first comes from the zone and removed only when it goes back to it, so the runs a program
  * reuses cost no system call (hardened_malloc's cached empty slabs; GUARD_SLABS).  Freed runs
  * wait in a FIFO quarantine, are checked zero when they leave it (a write after free), then
- * join a cache per order from which allocation picks at random.
+ * join a cache per order from which allocation picks at random; runs of 128 KiB and less
+ * past the cache stay as cold runs with their guards (the oldest with their pages dropped),
+ * larger ones go back to the zone.
  *
  * Sizes are bytes or pages as named; thread-safe (one lock, secure_runs_lock, no other lock
  * held under it); not for signal handlers (the caller gives them mappings of their own).
@@ -21,8 +23,11 @@
 /* A guarded run of 2^order pages for a block whose front canary starts from bytes into it
  * (from >= PAGE_SIZE), its head descriptor PG_LARGE (npages set); NULL when memory is
  * exhausted.  With SECURE_P_ZERO every byte from there to the tail guard reads zero: only
- * those are cleared, so a run's pages that no block reached stay untouched (not resident). */
-struct page *secure_run_get(unsigned order, size_t from);
+ * those are cleared, so a run's pages that no block reached stay untouched (not resident).
+ * drop (page aligned, > from; 0: none): from there on, 64 KiB or more of pages that a run
+ * from the zone still holds written are dropped (one madvise) rather than cleared - the room
+ * above a block laid out to grow, which the program may never touch. */
+struct page *secure_run_get(unsigned order, size_t from, size_t drop);
 /*
  * Zeroes [from, to) of a run (SECURE_P_ZERO's passes over blocks of a page or more): only
  * the pages that are resident are written; the others read zero already, or are purged
@@ -68,6 +73,9 @@ void secure_run_put(struct page *h, const char *call);
 void secure_run_free_nested(struct page *h);
 /* Empties the quarantine and the cache back to the zone (malloc_trim, address space). */
 void secure_runs_drain(void);
+/* malloc_trim: the resident cold runs' pages dropped (one madvise each); the runs stay
+ * secure mode's, with their guards, so a double free after the trim is still reported. */
+void secure_runs_trim(void);
 /* fork: the lock taken before fork, released in the parent, reset in the child (a thread
  * that held it across fork() is gone there). */
 void secure_runs_lock(void);

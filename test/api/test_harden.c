@@ -574,6 +574,104 @@ static int sparse_runs(void)
 	return bad;
 }
 
+/* Runs past what the cache of clean runs holds (64 of an order) and past the 128 MiB of cold
+ * runs kept resident: COLD_N blocks of 20000 bytes (runs of 32 KiB: 169 MiB of runs, 105 MiB
+ * written), every byte written, then freed in order. */
+#define COLD_N 5400
+#define COLD_SIZE 20000
+static char *cold_v[COLD_N];
+
+static void cold_fill_free(void)
+{
+	for (int i = 0; i < COLD_N; i++) {
+		cold_v[i] = malloc(COLD_SIZE);
+		memset(cold_v[i], 0xa5, COLD_SIZE);
+	}
+	for (int i = 0; i < COLD_N; i++)
+		free(cold_v[i]);
+}
+
+/* A block handed out from the cold runs whose pages were dropped (their guards kept; the
+ * cache's 64 and the 4096 resident ones come first): writing on past its end reaches the
+ * guard. */
+static void overflow_cold_run(void)
+{
+	cold_fill_free();
+	char *p = NULL;
+	for (int i = 0; i < 5000; i++)
+		p = malloc(COLD_SIZE); /* (the last from the dropped ones) */
+	tu_report_pointer(p);
+	write_past(p, COLD_SIZE);
+	free(tu_opaque_ptr(p));
+}
+
+/*
+ * Secure mode keeps the runs its cache cannot hold (of 128 KiB and less) with their guards
+ * (secure_runs.c's cold runs), the newest 128 MiB of them resident and the older ones with
+ * their pages dropped: the first-freed blocks' pages are not resident, and calloc of the
+ * size, handed those runs again, reads zero where the freed blocks wrote.  Before, the runs
+ * went back to the zone, which keeps freed pages resident up to the peak in use.  Returns
+ * the failures.
+ */
+static int cold_runs(void)
+{
+	if (!secure)
+		return 0;
+	cold_fill_free();
+	size_t res = 0, np = 0;
+	unsigned char vec[8];
+	for (int i = 100; i < 1000; i++) {
+		uintptr_t a = ((uintptr_t)cold_v[i] + 4095) & ~(uintptr_t)4095;
+		if (mincore((void *)a, 4 * 4096, vec) == 0) {
+			for (int k = 0; k < 4; k++)
+				res += vec[k] & 1;
+		}
+		np += 4;
+	}
+	int bad = 0;
+	if (res > np / 8) {
+		printf("FAIL - [secure] %zu of %zu pages of the first-freed 20000-byte blocks "
+		       "resident past the cold runs' 128 MiB\n", res, np);
+		bad++;
+	}
+	/* the newest cold runs are resident until malloc_trim drops their pages */
+	size_t res_new[2] = { 0, 0 }, np_new = 0;
+	for (int t = 0; t < 2; t++) {
+		if (t)
+			malloc_trim(0);
+		for (int i = 3000; i < 4000; i++) {
+			uintptr_t a = ((uintptr_t)cold_v[i] + 4095) & ~(uintptr_t)4095;
+			if (mincore((void *)a, 4 * 4096, vec) == 0) {
+				for (int k = 0; k < 4; k++)
+					res_new[t] += vec[k] & 1;
+			}
+			np_new += t ? 0 : 4;
+		}
+	}
+	if (res_new[0] < np_new / 2 || res_new[1] > np_new / 8) {
+		printf("FAIL - [secure] newest cold runs: %zu of %zu pages resident before "
+		       "malloc_trim, %zu after\n", res_new[0], np_new, res_new[1]);
+		bad++;
+	}
+	size_t at[] = { 0, 4096, 9999, COLD_SIZE - 1 };
+	for (int i = 0; i < COLD_N; i++) {
+		char *q = calloc(1, COLD_SIZE);
+		for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+			if (q[at[k]] && !bad++)
+				printf("FAIL - [secure] calloc of %d bytes: byte %zu not zero (block %d)\n",
+				       COLD_SIZE, at[k], i);
+		}
+		cold_v[i] = q;
+	}
+	for (int i = 0; i < COLD_N; i++)
+		free(cold_v[i]);
+	if (!bad)
+		printf("ok - [secure] runs past the cold ones: %zu of %zu pages resident after free; "
+		       "the newest %zu of %zu, %zu after malloc_trim; calloc reads zero\n", res, np,
+		       res_new[0], np_new, res_new[1]);
+	return bad;
+}
+
 /* A corrupted link that is aligned (a heap overflow that wrote a plausible pointer): the
  * key makes it decode to garbage, never to the written address. */
 static void fake_link(void)
@@ -668,6 +766,9 @@ int main(int argc, char **argv)
 	expect("use after free: write to an untouched page of a freed sparse 1 MiB block",
 	       uaf_sparse_run, sec, "pcpmalloc: free(): write after free in 0x");
 	failures += sparse_runs();
+	expect("overflow past a block reused from the cold runs", overflow_cold_run,
+	       secure ? GUARD : NOT_CAUGHT, NULL);
+	failures += cold_runs();
 	expect("forged free-list link (aligned address)", fake_link, NOT_FORGED,
 	       "pcpmalloc: malloc(): corrupted free list at 0x");
 
