@@ -341,8 +341,8 @@ static void tcache_grow_refill(struct tcache *tc, unsigned cls)
 	 * blocks, growth tripled the peak RSS and doubled the time), but on at most 4 CPUs
 	 * (no mid trim) the classes above 4 KiB with any number: glibc-thread's two threads
 	 * went to the slab every 4th call of a 4-32 KiB class (stacks of 2-4), 16k refills
-	 * and 16k flushes in 300k calls (small classes too: rpmalloc's peak 186-230 MiB in
-	 * 3 runs of 23, else at most 128). */
+	 * and 16k flushes in 300k calls (small classes too: rpmalloc's peak 143-230 MiB in
+	 * 4 runs of 28, main's at most 128 in 28). */
 	if (!(t & TC_TRIP_ON) || cls >= nr_grow ||
 	    ((mid_bytes != SIZE_MAX || pcpm_class_size[cls] <= TC_GROW_MAX_SIZE) &&
 	     __atomic_load_n(&nr_live, __ATOMIC_RELAXED) > 1))
