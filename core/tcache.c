@@ -31,8 +31,9 @@ static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 /* Pointers in a cache's slot area: every class's largest capacity, for bins and sbins. */
 static size_t nr_slots PCPM_READ_MOSTLY;
 /* Classes whose stacks may grow (the first nr_grow) and by how many bytes of objects a
- * thread's may (PCPMALLOC_TCACHE_GROW_KB): tcache_grow_refill. */
-#define TC_GROW_MAX_SIZE 4096 /* (above: tcache_mid_trim's byte bounds) */
+ * thread's may (PCPMALLOC_TCACHE_GROW_KB): tcache_grow_refill.  Above 4 CPUs only up to
+ * TC_GROW_MAX_SIZE (above: tcache_mid_trim's byte bounds), at most 4 CPUs every class. */
+#define TC_GROW_MAX_SIZE 4096
 static unsigned nr_grow PCPM_READ_MOSTLY;
 static size_t tc_grow_bytes PCPM_READ_MOSTLY;
 
@@ -63,7 +64,7 @@ void pcpm_tcache_init(bool fast_stacks, bool mode_stacks)
 		nr_slots += (size_t)pcpm_tcache_cap[c] + mode_cap[c];
 	}
 	tc_grow_bytes = (size_t)pcpm_cfg.tcache_grow_kb << 10;
-	nr_grow = tc_grow_bytes ? size_to_class(TC_GROW_MAX_SIZE) + 1 : 0;
+	nr_grow = !tc_grow_bytes ? 0 : big ? size_to_class(TC_GROW_MAX_SIZE) + 1 : NR_SIZE_CLASSES;
 	/* glibc's own name: a program's pthread_key_create() wrapper must not run under the init
 	 * lock (issue 26 item 1, as __sysconf in os.h) */
 	__pthread_key_create(&tc_key, tcache_thread_exit);
@@ -277,9 +278,15 @@ static void tcache_grow_refill(struct tcache *tc, unsigned cls)
 	tc->overage[cls] = 0;
 	t = t & TC_TRIP_FLUSHED ? TC_TRIP_ON : t | TC_TRIP_REFILLED;
 	tc->trip[cls] = t;
-	/* (one thread only: in xmalloc and rpmalloc, whose threads free each other's
-	 * blocks, growth tripled the peak RSS and doubled the time) */
-	if (!(t & TC_TRIP_ON) || cls >= nr_grow || __atomic_load_n(&pcpm_tcache_live, __ATOMIC_RELAXED) > 1)
+	/* One thread only (in xmalloc and rpmalloc, whose threads free each other's
+	 * blocks, growth tripled the peak RSS and doubled the time), but on at most 4 CPUs
+	 * (no mid trim) the classes above 4 KiB with any number: glibc-thread's two threads
+	 * went to the slab every 4th call of a 4-32 KiB class (stacks of 2-4), 16k refills
+	 * and 16k flushes in 300k calls (small classes too: rpmalloc's peak 143-230 MiB in
+	 * 4 runs of 28, main's at most 128 in 28). */
+	if (!(t & TC_TRIP_ON) || cls >= nr_grow ||
+	    ((mid_bytes != SIZE_MAX || pcpm_class_size[cls] <= TC_GROW_MAX_SIZE) &&
+	     __atomic_load_n(&pcpm_tcache_live, __ATOMIC_RELAXED) > 1))
 		return;
 	unsigned step = grow_step(cls), cap = tc->cap[cls] + step;
 	size_t bytes = (size_t)step * pcpm_class_size[cls];

@@ -6,7 +6,8 @@
  * between its flushes keeps the full capacity.  Stacks grow: a thread whose rounds of 1600
  * blocks overflow its stack and run it dry serves them from its stack alone after two rounds,
  * within PCPMALLOC_TCACHE_GROW_KB (the class refilled longest ago gives its growth back), and
- * gives capacity back when it only frees.  A new thread's first refills are small (slow
+ * gives capacity back when it only frees; on 2 CPUs the 8 KiB and 24 KiB stacks grow too,
+ * with a second thread alive.  A new thread's first refills are small (slow
  * start).  Also the kmem_caches' min_partial bound, and (in a
  * child on 224 synthetic CPUs) that a thread's mid-size stacks hold no more objects on a
  * many-CPU machine than on a small one.
@@ -226,6 +227,63 @@ static int secure_grows(void)
 	return 0;
 }
 
+/*
+ * On a small machine (2 synthetic CPUs) a thread's stacks grow for round trips while other
+ * threads live, the mid-size and paged classes' too: rounds of 48 blocks of 8 KiB and of
+ * 24 KiB, with a second thread alive, come from the stacks alone after a few rounds.  Before,
+ * stacks grew only in a process of one thread and up to 4 KiB: each round of 48 blocks of
+ * 8 KiB took 24 refills and 24 flushes (stacks of 4, batches of 2; glibc-thread's two
+ * threads went to the slab every 4th call of their 4-32 KiB blocks).
+ */
+static pthread_barrier_t alive;
+static void *idler(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&alive); /* started */
+	pthread_barrier_wait(&alive); /* the rounds are done */
+	return NULL;
+}
+
+static int small_grows(void)
+{
+	setenv("PCPMALLOC_TOPOLOGY_SYNTHETIC",
+	       "pack:1 numa:1 l3:1(size=1966080) l2:1(size=2097152) core:1 pu:2", 1);
+	CHECK(pcpm_init());
+	CHECK_EQ(pcpm_nr_cpus, 2);
+	pthread_t t;
+	pthread_barrier_init(&alive, NULL, 2);
+	CHECK_EQ(pthread_create(&t, NULL, idler, NULL), 0);
+	pthread_barrier_wait(&alive);
+	pcpm_free(pcpm_malloc(16)); /* the cache set up */
+	struct tcache *tc = tcache_self();
+	CHECK_EQ(tc->state, TC_ACTIVE);
+	static const size_t sizes[2] = { 8192, 24576 };
+	for (int k = 0; k < 2; k++) {
+		unsigned c = size_to_class_slow(sizes[k]);
+		CHECK(pcpm_tcache_cap[c] <= 4);
+		void *blk[48];
+		uint64_t refills = 0, flushes = 0;
+		for (int r = 0; r < 40; r++) {
+			refills = tc->refills;
+			flushes = tc->flushes;
+			for (int i = 0; i < 48; i++)
+				CHECK((blk[i] = pcpm_malloc(sizes[k])) != NULL);
+			for (int i = 0; i < 48; i++)
+				pcpm_free(blk[i]);
+		}
+		/* the last round: from the stack (a flush may trim an overage) */
+		CHECK(tc->refills - refills <= 1 && tc->flushes - flushes <= 1);
+		CHECK(tc->cap[c] >= 48);
+		printf("tcache: 2 CPUs, 2 threads: the %zu-byte stack grew to %u\n", sizes[k],
+		       tc->cap[c]);
+	}
+	CHECK(tc->grown <= (size_t)2048 << 10);
+	fflush(stdout);
+	pthread_barrier_wait(&alive);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	return 0;
+}
+
 int main(void)
 {
 	/* the default mode's thread caches (meson test --setup prof sets PCPMALLOC_PROF=1,
@@ -236,6 +294,11 @@ int main(void)
 	if (pid == 0)
 		_exit(many_cpus());
 	int st;
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK((pid = fork()) >= 0);
+	if (pid == 0)
+		_exit(small_grows());
 	CHECK(waitpid(pid, &st, 0) == pid);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	CHECK((pid = fork()) >= 0);
