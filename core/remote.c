@@ -116,7 +116,7 @@ static void way_send(struct remote_pcs *rp, unsigned w, unsigned cls, unsigned c
 /* An outbound sheaf goes when full or when it holds OUT_BYTES: a sheaf of 8-32 KiB objects
  * holds up to 1 MiB, and partial ones waiting on consumers took xthread 8-32 KiB's peak at
  * 224 CPUs from 78 to 100 MiB. */
-#define OUT_BYTES (8U << 10)
+#define OUT_BYTES (32U << 10)
 
 /* o (an object of owner's slab) onto its outbound sheaf; false: no sheaf (out of memory) */
 static bool out_put(struct remote_pcs *rp, struct remote_box *own, unsigned cls,
