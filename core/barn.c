@@ -224,7 +224,8 @@ bool barn_holds(unsigned cls, const void *p)
 			continue;
 		pcpm_lock(&b->lock);
 		for (struct slab_sheaf *f = b->full; f && !found; f = f->next)
-			found = sheaf_has(f, p);
+			for (uint32_t i = 0; i < f->size && !found; i++)
+				found = f->objects[i] == p;
 		pcpm_unlock(&b->lock);
 	}
 	return found;

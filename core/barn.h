@@ -16,18 +16,9 @@
 struct slab_sheaf {
 	struct slab_sheaf *next; /* on a barn's list */
 	uint32_t size;		 /* objects held */
-	uint32_t origin;	 /* an inbox's: the sending CPU slot + 1 (remote.c) */
+	uint32_t pad;
 	void *objects[]; /* pcpm_sheaf_cap[cls] */
 };
-
-/* Is p one of sheaf s's objects (s NULL: no)?  (double-free confirmation) */
-static inline bool sheaf_has(const struct slab_sheaf *s, const void *p)
-{
-	for (uint32_t i = 0; s && i < s->size; i++)
-		if (s->objects[i] == p)
-			return true;
-	return false;
-}
 
 /* Objects per sheaf of each class (written once by pcpm_sheaf_init; 0: no sheaves). */
 extern uint16_t pcpm_sheaf_cap[NR_SIZE_CLASSES];

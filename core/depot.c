@@ -121,6 +121,31 @@ void __depot_trim(int node, unsigned cls, struct slab_sheaf *m)
 	}
 }
 
+void *depot_put_chain(int node, unsigned cls, void *chain, uint32_t *n)
+{
+	unsigned k = pcpm_depot_chunk[cls];
+	struct node_depot *d = depot_of(node);
+	if (!k || unlikely(!d))
+		return chain;
+	while (chain) {
+		void *last = chain, *rest;
+		unsigned i = 1;
+		for (; i < k && (rest = depot_next(last, cls)) != NULL; i++)
+			last = rest;
+		if (i < k)
+			break; /* fewer than a chain's worth */
+		rest = depot_next(last, cls);
+		fl_store(last, NULL);
+		if (!depot_put(d, cls, chain, k)) {
+			fl_store(last, rest);
+			break;
+		}
+		chain = rest;
+		*n -= MIN(*n, k);
+	}
+	return chain;
+}
+
 bool depot_give(int node, unsigned cls, void *chain, unsigned n)
 {
 	struct node_depot *d = depot_of(node);
@@ -141,9 +166,7 @@ bool depot_fill(int node, unsigned cls, struct slab_sheaf *m)
 	return true;
 }
 
-/* A chain of free objects of class cls (depot_next's links) to the slabs, 32 per
- * slab_free_bulk; returns how many.  Any lock of the sheaf level may be held. */
-static uint64_t depot_chain_release(unsigned cls, void *chain)
+uint64_t depot_chain_release(unsigned cls, void *chain)
 {
 	void *buf[32];
 	unsigned nbuf = 0;

@@ -45,6 +45,11 @@ static inline void depot_trim(int node, unsigned cls, struct slab_sheaf *m)
 		__depot_trim(node, cls, m);
 }
 
+/* Chains of k objects cut from the front of chain (a CPU's home chain, *n its count, about)
+ * into node's depot while it has room; returns the rest (fewer than k objects, or all when
+ * the class has no depot).  Caller holds the chain's CPU lock; takes none. */
+void *depot_put_chain(int node, unsigned cls, void *chain, uint32_t *n);
+
 /* A chain of n objects of class cls (at most a sheaf; the last one's link NULL) of node's
  * slabs into node's depot: another node's CPU that freed them.  false: the class has no
  * depot or it is full (the chain is the caller's again).  Takes no lock. */
@@ -53,6 +58,10 @@ bool depot_give(int node, unsigned cls, void *chain, unsigned n);
 /* An empty CPU sheaf m of class cls filled with one chain of node's depot; false when the
  * depot has none (or the class has no depot).  Caller holds m's CPU lock; takes none. */
 bool depot_fill(int node, unsigned cls, struct slab_sheaf *m);
+
+/* A chain of free objects of class cls (depot_next's links) to the slabs, 32 per
+ * slab_free_bulk; returns how many.  Any lock of the sheaf level may be held. */
+uint64_t depot_chain_release(unsigned cls, void *chain);
 
 /* Chains of every depot to the slabs: all (malloc_trim), or (decay) those that stayed
  * through the period: every chain of a depot no CPU took from, else the fewest it held

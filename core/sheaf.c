@@ -37,7 +37,6 @@
 #include "barn.h"
 #include "config.h"
 #include "depot.h"
-#include "remote.h"
 #include "slab_cpu.h"
 #include "topology.h"
 
@@ -53,8 +52,12 @@ struct sheaf_pcs {
 	uint32_t ops;
 	struct slab_sheaf *main, *spare;
 	uint8_t last_dir; /* the last barn exchange: SHEAF_ALLOC or SHEAF_FREE */
-	/* remote frees: outbound sheaves to other CPUs, sheaves that came home (remote.c) */
-	struct remote_pcs remote;
+	/* objects of this CPU's slabs taken from its inbox that main could not hold yet: a
+	 * chain (safe-linked), the lock holder's alone */
+	void *home;
+	/* objects on the home chain (about: the inbox's count when it was taken, which may
+	 * miss a push; mallinfo's free bytes), written under lock, read racily */
+	uint32_t home_n;
 	/* the CPU's frozen slabs of the class, where the sheaves carve new objects */
 	struct cpu_slab cslab;
 } __attribute__((aligned(64)));
@@ -68,11 +71,18 @@ struct sheaf_cpu {
 	struct sheaf_pcs pcs[NR_SIZE_CLASSES];
 	/* counters of this CPU, written by its threads under the class's sheaf lock (racy
 	 * increments between two threads of one slot are possible and harmless) */
-	uint64_t refills, flushes, lock_contended, inbox_drains;
-	/* sheaves of this CPU's slabs' objects (slab_owner) that other CPUs freed, and empty
-	 * sheaves given back, per class (remote.c).  On lines of their own: other CPUs write
-	 * them. */
-	struct remote_box box[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
+	uint64_t refills, flushes, lock_contended, remote_frees, inbox_drains;
+	/*
+	 * Objects of this CPU's slabs (slab_owner) that other CPUs freed, per class: a chain
+	 * through the objects (safe-linked), pushed by any CPU with one compare-and-swap per
+	 * chain (mimalloc's xthread_free, per CPU rather than per page), taken whole by this
+	 * CPU's threads under the class's sheaf lock (so a walk under that lock sees a stable
+	 * chain below the head).  On lines of its own: other CPUs write it.
+	 */
+	_Atomic(void *) inbox[NR_SIZE_CLASSES] PCPM_CACHELINE_ALIGNED;
+	/* objects pushed since the owner last took its inbox (about: a push between the
+	 * owner's take and its reset is forgotten, never counted twice) */
+	_Atomic uint32_t inbox_n[NR_SIZE_CLASSES];
 	/* metadata this slot's sheaves are carved from (stock_take), under stock_lock */
 	pcpm_lock_t stock_lock PCPM_CACHELINE_ALIGNED;
 	char *stock, *stock_end;
@@ -83,9 +93,23 @@ struct sheaf_cpu {
  * class and CPU (544 of churn 4-16 KiB's 687 arena acquisitions at 224 CPUs). */
 #define SHEAF_STOCK (32UL << 10)
 
+/* Objects an inbox takes before frees for its CPU stay on the freeing CPU: a CPU whose
+ * threads stopped allocating (a thread that exited, a CPU gone idle) never takes its inbox,
+ * and what other CPUs send it would wait there, resident and in use, until a decay (a
+ * thread that allocated 200 MB on one CPU and exited, freed on another: 204 MB stayed). */
+#define INBOX_SHEAVES 4
+/* ... and never fewer than INBOX_BYTES of them: with a few CPUs a sheaf of 8-32 KiB objects
+ * holds 4, and 16 objects in flight sent the rest of a producer/consumer pair's frees
+ * through the consumer's sheaves, the barn and the kmem_cache lock (xthread 8-32 KiB on 2
+ * CPUs: 220 process-wide acquisitions per 1000 calls) */
+#define INBOX_BYTES (1U << 20)
+static uint32_t inbox_max[NR_SIZE_CLASSES] PCPM_READ_MOSTLY;
 
 uint32_t pcpm_paged_max PCPM_READ_MOSTLY = SLAB_PAGED_MAX - SLAB_PAGED_STEP;
 static _Atomic(struct sheaf_cpu *) *cpu_sheaves PCPM_READ_MOSTLY; /* pcpm_nr_cpus slots */
+/* CPU slots whose sheaves are set up: while there is one, every object's home is it (a
+ * single-threaded program, or one whose threads share a slot: send_home has nothing to do) */
+static _Atomic unsigned nr_cpu_sheaves PCPM_READ_MOSTLY;
 static pcpm_lock_t setup_lock PCPM_HOT = PCPM_LOCK_INIT;
 /* the decay's clock (ms of its last run) and what it gave back, under decay_lock */
 static pcpm_lock_t decay_lock = PCPM_LOCK_INIT;
@@ -128,9 +152,11 @@ static unsigned sheaf_capacity(uint32_t size)
 
 void pcpm_sheaf_init(bool on)
 {
-	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++)
+	for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 		pcpm_sheaf_cap[c] = on ? (uint16_t)sheaf_capacity(pcpm_class_size[c]) : 0;
-	pcpm_remote_init();
+		inbox_max[c] = MAX(INBOX_SHEAVES * (uint32_t)pcpm_sheaf_cap[c],
+				   INBOX_BYTES / pcpm_class_size[c]);
+	}
 	pcpm_barn_init();
 	pcpm_depot_init();
 	pcpm_paged_max = pcpm_sheaf_cap[NR_SIZE_CLASSES - 1] ? SLAB_PAGED_MAX
@@ -165,10 +191,12 @@ static PCPM_COLD struct sheaf_cpu *sheaf_cpu_setup(unsigned cpu)
 			sc = pcpm_os_map(ALIGN_UP(sizeof(*sc), PAGE_SIZE), PAGE_SIZE);
 		else
 			sc = pcpm_meta_alloc(sizeof(*sc));
-		if (sc && (!depot_setup(pcp_cpu_node(cpu)) || !remote_register(cpu, sc->box)))
+		if (sc && !depot_setup(pcp_cpu_node(cpu)))
 			sc = NULL; /* (a slot's sheaves are never freed: a few bytes lost) */
-		if (sc)
+		if (sc) {
 			atomic_store_explicit(&cpu_sheaves[cpu], sc, memory_order_release);
+			atomic_fetch_add_explicit(&nr_cpu_sheaves, 1, memory_order_relaxed);
+		}
 	}
 	pcpm_unlock(&setup_lock);
 	return sc;
@@ -256,6 +284,109 @@ static inline void pcs_note_low(struct sheaf_pcs *pcs)
 }
 
 /*
+ * Objects go home: the objects of objs[] whose slab another CPU's sheaves took them from
+ * (slab_owner) are linked into one chain per owner (SLUB's build_detached_freelist, by
+ * owner instead of by slab) and pushed onto that CPU's inbox with one compare-and-swap
+ * each, so a CPU that frees what others allocated (a consumer) keeps none of it and takes
+ * no lock for it; the owner collects them when its sheaves run dry.  The others (this
+ * CPU's, a slab without an owner, more owners than one call groups) are moved to the front
+ * of objs[]; returns how many.  No lock held.
+ */
+#define HOME_GROUPS 8
+static unsigned send_home(unsigned cls, unsigned cpu, void **objs, unsigned n)
+{
+	struct {
+		struct sheaf_cpu *sc;
+		uint32_t owner;
+		unsigned n;
+		void *first, *last;
+	} g[HOME_GROUPS];
+	unsigned ng = 0, keep = 0;
+	/* (slab_owner names a slot once its sheaves took objects: set up before) */
+	if (atomic_load_explicit(&nr_cpu_sheaves, memory_order_relaxed) <= 1)
+		return n;
+	/* a class with a depot: only other nodes' objects go home, the node's pool the rest */
+	int node = pcpm_depot_chunk[cls] ? pcp_cpu_node(cpu) : -1;
+	for (unsigned i = 0; i < n; i++) {
+		void *o = objs[i];
+		uint32_t owner = __atomic_load_n(&pcpm_page_of(o)->slab_head->slab_owner,
+						 __ATOMIC_RELAXED);
+		unsigned k = 0;
+		while (k < ng && g[k].owner != owner)
+			k++;
+		if (k == ng && owner && owner != cpu + 1 && owner <= (uint32_t)pcpm_nr_cpus &&
+		    pcp_cpu_node(owner - 1) != node &&
+		    ng < HOME_GROUPS && (g[k].sc = cpu_sheaf((int)owner - 1)) != NULL &&
+		    atomic_load_explicit(&g[k].sc->inbox_n[cls], memory_order_relaxed) <
+			    inbox_max[cls])
+			g[ng++] = (typeof(g[0])){ g[k].sc, owner, 0, NULL, o };
+		if (k == ng) {
+			objs[keep++] = o;
+			continue;
+		}
+		fl_store(o, g[k].first); /* (the first one's link is set when it is pushed) */
+		g[k].first = o;
+		g[k].n++;
+	}
+	for (unsigned k = 0; k < ng; k++) {
+		/* a class with a depot: into the owner's node's, which all its CPUs share (an
+		 * inbox waits for its one owner, and an exited thread's never drains) */
+		if (node >= 0 && (fl_store(g[k].last, NULL),
+				  depot_give(pcp_cpu_node(g[k].owner - 1), cls, g[k].first, g[k].n)))
+			continue;
+		_Atomic(void *) *inbox = &g[k].sc->inbox[cls];
+		void *old = atomic_load_explicit(inbox, memory_order_relaxed);
+		do
+			fl_store(g[k].last, old);
+		while (!atomic_compare_exchange_weak_explicit(inbox, &old, g[k].first,
+							      memory_order_release,
+							      memory_order_relaxed));
+		atomic_fetch_add_explicit(&g[k].sc->inbox_n[cls], g[k].n, memory_order_relaxed);
+	}
+	if (keep < n) {
+		struct sheaf_cpu *me = cpu_sheaf((int)cpu);
+		me->remote_frees += n - keep;
+	}
+	return keep;
+}
+
+/*
+ * An empty main filled from this CPU's objects that came home: the home chain, else the
+ * inbox taken whole (it becomes the home chain); what main cannot hold stays on the home
+ * chain for the next refill (mimalloc's local_free).  pcs lock held.
+ */
+static void __home_fill(struct sheaf_pcs *pcs, unsigned cls, int node)
+{
+	void *o = pcs->home;
+	uint32_t n = pcs->home_n;
+	if (!o && (o = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+						memory_order_acquire)) != NULL) {
+		n = atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0,
+					     memory_order_relaxed);
+		pcs_cpu(pcs, cls)->inbox_drains++;
+	}
+	struct slab_sheaf *m = pcs->main;
+	for (unsigned cap = pcpm_sheaf_cap[cls]; o && m->size < cap; o = depot_next(o, cls)) {
+		m->objects[m->size++] = o;
+		n -= n > 0;
+	}
+	pcs->home = o = depot_put_chain(node, cls, o, &n); /* the surplus to the node */
+	__atomic_store_n(&pcs->home_n, o ? n : 0, __ATOMIC_RELAXED);
+}
+
+/* The home chain and the inbox to the slabs (decay, flush).  pcs lock held. */
+static void __home_release(struct sheaf_pcs *pcs, unsigned cls)
+{
+	void *home = pcs->home;
+	pcs->home = NULL;
+	__atomic_store_n(&pcs->home_n, 0, __ATOMIC_RELAXED);
+	atomic_store_explicit(&pcs_cpu(pcs, cls)->inbox_n[cls], 0, memory_order_relaxed);
+	depot_chain_release(cls, home);
+	depot_chain_release(cls, atomic_exchange_explicit(&pcs_cpu(pcs, cls)->inbox[cls], NULL,
+							  memory_order_acquire));
+}
+
+/*
  * The most objects a refill from partial slabs takes (at least q, a quarter sheaf): a whole
  * sheaf for a producer (its last barn exchange was an allocation too).  They are free,
  * resident memory already; the producer meets the kmem_cache lock once a sheaf, not once a
@@ -290,10 +421,9 @@ unsigned sheaf_alloc_bulk(unsigned cls, unsigned want, void **objs)
 		pcs->main = pcs->spare;
 		pcs->spare = m;
 		m = pcs->main;
-	} else if (!m->size && remote_has_home(&pcs->remote, &pcs_cpu(pcs, cls)->box[cls]) &&
-		   remote_fill(&pcs->remote, &pcs_cpu(pcs, cls)->box[cls], cls, &pcs->main)) {
-		m = pcs->main;
-		pcs_cpu(pcs, cls)->inbox_drains++;
+	} else if (!m->size && (pcs->home || atomic_load_explicit(&pcs_cpu(pcs, cls)->inbox[cls],
+								 memory_order_relaxed))) {
+		__home_fill(pcs, cls, node);
 	} else if (!m->size && depot_fill(node, cls, m)) {
 		/* a chain of the node's depot: other CPUs' surplus, before the barn's lock */
 	} else if (!m->size) {
@@ -339,12 +469,14 @@ void sheaf_free_bulk(unsigned cls, void **objs, unsigned n)
 	struct sheaf_pcs *pcs;
 	if (!cap || n > cap || !(pcs = this_pcs(cls, &cpu, &node)))
 		return slab_free_bulk(cls, objs, n);
+	n = send_home(cls, cpu, objs, n); /* other CPUs' objects to their inboxes */
+	if (!n)
+		return;
 	if (unlikely(!pcpm_trylock(&pcs->lock))) {
 		pcs_cpu(pcs, cls)->lock_contended++;
 		if (!(pcs = pcs_trylock_near(cls, &cpu, node)))
 			return slab_free_bulk(cls, objs, n);
 	}
-	n = remote_send(&pcs->remote, cls, cpu, objs, n); /* other CPUs' objects */
 	pcs->ops++;
 	struct slab_sheaf *m = pcs->main;
 	if (m->size + n > cap) {
@@ -396,8 +528,8 @@ static void pcs_release(struct sheaf_pcs *pcs, unsigned cls, bool all)
 		return;
 	bool idle = all || !pcs->ops;
 	pcs->ops = 0;
-	if (idle) /* objects that came home or wait to go: idle too */
-		remote_release(&pcs->remote, &pcs_cpu(pcs, cls)->box[cls], cls);
+	if (idle)
+		__home_release(pcs, cls); /* objects that came home meanwhile: idle too */
 	cpu_slab_release(&pcs->cslab, cls, idle); /* busy: the slabs carved to the end */
 	struct slab_sheaf *m = pcs->main, *s = pcs->spare;
 	unsigned held = m->size + s->size;
@@ -453,7 +585,8 @@ bool sheaf_pending(void)
 		for (unsigned c = 0; sc && c < NR_SIZE_CLASSES; c++) {
 			struct slab_sheaf *m, *s;
 			/* racy: a sheaf's size is read while its CPU may change it */
-			if (remote_objects(&sc->pcs[c].remote, &sc->box[c], c) ||
+			if (atomic_load_explicit(&sc->inbox[c], memory_order_relaxed) ||
+			    __atomic_load_n(&sc->pcs[c].home, __ATOMIC_RELAXED) ||
 			    __atomic_load_n(&sc->pcs[c].cslab.left, __ATOMIC_RELAXED) ||
 			    __atomic_load_n(&sc->pcs[c].cslab.ndone, __ATOMIC_RELAXED))
 				return true;
@@ -467,6 +600,14 @@ bool sheaf_pending(void)
 	return barn_pending() || depot_pending();
 }
 
+static bool sheaf_has(const struct slab_sheaf *s, const void *p)
+{
+	for (uint32_t i = 0; s && i < s->size; i++)
+		if (s->objects[i] == p)
+			return true;
+	return false;
+}
+
 bool sheaf_holds(unsigned cls, const void *p)
 {
 	bool found = false;
@@ -477,7 +618,13 @@ bool sheaf_holds(unsigned cls, const void *p)
 		struct sheaf_pcs *pcs = &sc->pcs[cls];
 		pcpm_lock(&pcs->lock);
 		found = sheaf_has(pcs->main, p) || sheaf_has(pcs->spare, p);
-		found = found || remote_holds(&pcs->remote, &sc->box[cls], p);
+		/* the home chain, and the inbox: stable below its head while the lock keeps its
+		 * owner from taking it; pushes only add in front */
+		for (void *o = pcs->home; o && !found; o = depot_next(o, cls))
+			found = o == p;
+		for (void *o = atomic_load_explicit(&sc->inbox[cls], memory_order_acquire);
+		     o && !found; o = depot_next(o, cls))
+			found = o == p;
 		pcpm_unlock(&pcs->lock);
 	}
 	return found || barn_holds(cls, p) || depot_holds(cls, p);
@@ -501,8 +648,9 @@ size_t sheaf_cached_bytes(bool nowait)
 				   (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED),
 					     pcpm_sheaf_cap[c])
 				       : 0) +
-				   remote_objects(&pcs->remote, &sc->box[c], c) +
-				   __atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED);
+				   __atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+				   __atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) +
+				   atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed);
 			bytes += n * pcpm_class_size[c];
 		}
 	}
@@ -517,6 +665,7 @@ void sheaf_stats_add(struct pcpm_stats *s)
 			s->sheaf_refills += sc->refills;
 			s->sheaf_flushes += sc->flushes;
 			s->sheaf_lock_contended += sc->lock_contended;
+			s->sheaf_remote_frees += sc->remote_frees;
 			s->sheaf_inbox_drains += sc->inbox_drains;
 			for (unsigned c = 0; c < NR_SIZE_CLASSES; c++) {
 				/* racy reads, as sheaf_cached_bytes' */
@@ -527,8 +676,9 @@ void sheaf_stats_add(struct pcpm_stats *s)
 				size_t on = (m ? MIN(__atomic_load_n(&m->size, __ATOMIC_RELAXED), cap) : 0) +
 					    (sp ? MIN(__atomic_load_n(&sp->size, __ATOMIC_RELAXED), cap) : 0);
 				s->sheaf_bytes += on * size;
-				s->sheaf_home_bytes += remote_objects(&pcs->remote, &sc->box[c], c) * size;
-				s->sheaf_remote_frees += __atomic_load_n(&pcs->remote.sent, __ATOMIC_RELAXED);
+				s->sheaf_home_bytes +=
+					((size_t)__atomic_load_n(&pcs->home_n, __ATOMIC_RELAXED) +
+					 atomic_load_explicit(&sc->inbox_n[c], memory_order_relaxed)) * size;
 				s->cpu_slab_bytes +=
 					(size_t)__atomic_load_n(&pcs->cslab.left, __ATOMIC_RELAXED) * size;
 			}

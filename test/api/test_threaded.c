@@ -20,21 +20,10 @@
  * barn overflow) and allocated again: a CPU whose sheaf refills keep coming from the slabs
  * (a producer) takes a whole sheaf of partial slabs' objects per kmem_cache hold, not a
  * quarter: at most 1 acquisition per 40 objects (a quarter sheaf: 1 per 16).
- *
- * remote: the main thread allocates 4096 blocks of 64 bytes and writes a tag into each one's
- * first word; another thread on the other CPU slot frees them (remote frees: sheaf_remote_frees
- * counts them; a thread that landed on the main thread's slot is retried), and the main
- * thread allocates 8192 blocks.  The objects that came home travel as sheaves of pointers
- * (remote.c): neither the freeing CPU nor the owner writes an object on the way, so of the
- * blocks handed out again at least 90 % still carry their tag (the free marks the second
- * word only).  A chain through the objects (the inbox until the eighth round) wrote each
- * one's first word: 0 %.
  */
 #include "testutil.h"
 
 #include <malloc.h>
-#include <pthread.h>
-#include <stdint.h>
 
 static void paged(void)
 {
@@ -100,71 +89,13 @@ static void producer(void)
 	CHECK(locks <= PROD_N / 40);
 }
 
-enum { REMOTE_N = 4096 };
-static void *rv[2 * REMOTE_N];
-
-static uintptr_t tag_of(const void *p)
-{
-	return (uintptr_t)p ^ (uintptr_t)0x5eedf00d5eedf00dULL;
-}
-
-static void *remote_free_all(void *arg)
-{
-	(void)arg;
-	for (int i = 0; i < REMOTE_N; i++)
-		free(rv[i]);
-	return NULL;
-}
-
-static int cmp_ptr(const void *a, const void *b)
-{
-	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
-	return x < y ? -1 : x > y;
-}
-
-static void remote(void)
-{
-	static void *freed[REMOTE_N];
-	long long sent = 0;
-	for (int t = 0; t < 16 && sent < REMOTE_N / 2; t++) {
-		for (int i = 0; i < REMOTE_N; i++) {
-			CHECK((rv[i] = malloc(64)) != NULL);
-			*(uintptr_t *)rv[i] = tag_of(rv[i]);
-			freed[i] = rv[i];
-		}
-		long long r0 = tu_stat("sheaf_remote_frees");
-		pthread_t th;
-		CHECK(pthread_create(&th, NULL, remote_free_all, NULL) == 0);
-		CHECK(pthread_join(th, NULL) == 0);
-		sent = tu_stat("sheaf_remote_frees") - r0;
-	}
-	CHECK(sent >= REMOTE_N / 2); /* (16 threads on the main thread's slot: 1 in 65536) */
-	qsort(freed, REMOTE_N, sizeof(void *), cmp_ptr);
-	int back = 0, tagged = 0;
-	for (int i = 0; i < 2 * REMOTE_N; i++) {
-		CHECK((rv[i] = malloc(64)) != NULL);
-		if (bsearch(&rv[i], freed, REMOTE_N, sizeof(void *), cmp_ptr)) {
-			back++;
-			tagged += *(uintptr_t *)rv[i] == tag_of(rv[i]);
-		}
-	}
-	for (int i = 0; i < 2 * REMOTE_N; i++)
-		free(rv[i]);
-	printf("remote: %lld remote frees; %d of the freed blocks handed out again, %d with their "
-	       "tag\n", sent, back, tagged);
-	fflush(stdout);
-	CHECK(back >= REMOTE_N / 2);
-	CHECK(tagged * 10 >= back * 9);
-}
-
 int main(int argc, char **argv)
 {
 	tu_require_pcpmalloc("test_threaded");
 	tu_watchdog(60);
-	/* argv[1]: "paged", "swing", "producer" or "remote" runs one case (meson passes the mode: all) */
+	/* argv[1]: "paged", "swing" or "producer" runs one case (meson passes the mode: all) */
 	tu_run_cases(argc, argv, (const struct tu_case[]){
-		{"paged", paged}, {"swing", swing}, {"producer", producer},
-		{"remote", remote}, {NULL, NULL}});
+		{"paged", paged}, {"swing", swing}, {"producer", producer}, {NULL, NULL}});
 	printf("test_threaded: ok\n");
 	return 0;
 }

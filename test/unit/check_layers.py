@@ -47,7 +47,6 @@ LAYERS = [
     ['core/tcache_signal.c'],   # the thread cache parked while a signal handler runs
     ['core/tcache.c'],
     ['core/sheaf.c'],           # the slab layer's per-CPU level (CPU sheaves, objects go home)
-    ['core/remote.c'],          # remote frees as pointer arrays (outbound sheaves, inboxes)
     ['core/depot.c'],           # the node depots of free-object chains (lock-free)
     ['core/barn.c'],            # the node barns of full and empty sheaves
     ['core/slab_cpu.c'],        # a CPU's frozen slabs (SLUB's CPU slab)
