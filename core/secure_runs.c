@@ -351,6 +351,21 @@ cache:
 		run_release(rel[i]);
 }
 
+/* Moves every cold run of order o on list d (0: resident, 1: pages dropped) onto *to;
+ * returns their bytes.  runs_lock held. */
+static size_t cold_take_all(unsigned o, unsigned d, struct list_head *to)
+{
+	size_t bytes = 0;
+	while (cold_nr[o][d]) {
+		struct list_head *e = cold[o][d].next;
+		list_del(e);
+		list_add(e, to);
+		cold_nr[o][d]--;
+		bytes += run_bytes((struct page *)e);
+	}
+	return bytes;
+}
+
 void secure_runs_drain(void)
 {
 	struct page *out[LQ_SLOTS + NR_PAGE_ORDERS * RC_SLOTS];
@@ -369,18 +384,9 @@ void secure_runs_drain(void)
 	rc_bytes = 0;
 	struct list_head all;
 	list_init(&all);
-	for (unsigned o = 0; o <= COLD_MAX_ORDER; o++) {
-		for (unsigned d = 0; d < 2; d++) {
-			while (cold_nr[o][d]) {
-				struct list_head *e = cold[o][d].next;
-				list_del(e);
-				list_add(e, &all);
-				cold_nr[o][d]--;
-				/* (runs being dropped keep their room) */
-				cold_bytes -= run_bytes((struct page *)e);
-			}
-		}
-	}
+	for (unsigned o = 0; o <= COLD_MAX_ORDER; o++)
+		for (unsigned d = 0; d < 2; d++) /* (runs being dropped keep their room) */
+			cold_bytes -= cold_take_all(o, d, &all);
 	cold_res = 0;
 	pcpm_unlock(&runs_lock);
 	for (unsigned i = 0; i < nout; i++)
@@ -397,15 +403,8 @@ void secure_runs_trim(void)
 	struct list_head res;
 	list_init(&res);
 	pcpm_lock(&runs_lock);
-	for (unsigned o = 0; o <= COLD_MAX_ORDER; o++) {
-		while (cold_nr[o][0]) {
-			struct list_head *e = cold[o][0].next;
-			list_del(e);
-			list_add(e, &res);
-			cold_nr[o][0]--;
-			cold_res -= run_bytes((struct page *)e);
-		}
-	}
+	for (unsigned o = 0; o <= COLD_MAX_ORDER; o++)
+		cold_res -= cold_take_all(o, 0, &res);
 	pcpm_unlock(&runs_lock);
 	while (!list_empty(&res)) {
 		struct list_head *e = res.next;
