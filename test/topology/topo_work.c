@@ -195,7 +195,7 @@ static const char *topology_source(void)
 	return src;
 }
 
-/* Page runs through the pcps until discovery has run (refills): 16 rounds of 64 x 32 KiB,
+/* Page runs through the pcps until discovery has run (refills): 16 rounds of 64 x 64 KiB,
  * each block grown from 16 bytes by realloc (the malloc slow path under realloc). */
 static int page_runs(void)
 {
@@ -203,9 +203,9 @@ static int page_runs(void)
 	for (int round = 0; round < 16; round++) {
 		for (int i = 0; i < 64; i++) {
 			void *p = malloc(16);
-			if (!p || !(b[i] = realloc(p, 32768)))
+			if (!p || !(b[i] = realloc(p, 65536)))
 				return 1;
-			((char *)b[i])[32767] = (char)i;
+			((char *)b[i])[65535] = (char)i;
 		}
 		for (int i = 0; i < 64; i++)
 			free(b[i]);
