@@ -185,8 +185,8 @@ void *dfl_calloc_clear(void *p, size_t n)
 			memset(p, 0, n);
 	} else if (!pcpm_is_early(p)) {
 		struct region *r = pcpm_region_of(p);
-		if (r && r->dirty) /* (only its dirty head: fresh pages after it stay untouched) */
-			memset(p, 0, MIN(n, r->dirty - MIN(r->dirty, (size_t)((char *)p - huge_base(r)))));
+		if (r) /* (only its dirty head: fresh pages after it stay untouched) */
+			memset(p, 0, huge_dirty_bytes(r, p, n));
 	}
 	return p;
 }

@@ -35,6 +35,14 @@ static inline void huge_set_base(struct region *r, char *p)
 {
 	r->base = (char *)((uintptr_t)p ^ pcpm_huge_base_mask);
 }
+/* Of the n bytes at p (inside mapping r), how many from p on may be non-zero: the part of
+ * r's dirty head (region.dirty) at and after p; 0 when p is past it.  For calloc's and
+ * secure mode's clearing of a block handed out again. */
+static inline size_t huge_dirty_bytes(const struct region *r, const char *p, size_t n)
+{
+	size_t at = (size_t)(p - huge_base(r));
+	return r->dirty > at ? MIN(n, r->dirty - at) : 0;
+}
 
 /* Once at init: hide_bases is memcheck mode (see huge_base). */
 void huge_init(bool hide_bases);

@@ -78,8 +78,8 @@ bool huge_quar_drain(void)
 static void huge_quar_add(struct region *q)
 {
 	q->dirty = 0;
-	q->req &= ~((1ULL << HUGE_FRONT_SHIFT) - 1); /* the front guard's size stays: free(p) of
-						       * the old block finds it (double free) */
+	huge_set_req_size(q, 0); /* the front guard's size stays: free(p) of the old block
+				  * finds it (double free) */
 	q->deferred_next = NULL;
 	q->next_free = (struct region *)HUGE_CACHED; /* free(old) again: a double free */
 	(void)pcpm_map_set(huge_base(q), q->len, q); /* the leaves exist (the mapping's) */

@@ -24,6 +24,16 @@ static inline size_t huge_front(const struct region *r)
 {
 	return (size_t)1 << (r->req >> HUGE_FRONT_SHIFT);
 }
+/* The request size set to size, the front guard's kept. */
+static inline void huge_set_req_size(struct region *r, size_t size)
+{
+	r->req = size | (r->req & ~((1ULL << HUGE_FRONT_SHIFT) - 1));
+}
+/* The guard page at the mapping's end (the canary runs up to it). */
+static inline char *huge_tail_guard(const struct region *r)
+{
+	return huge_base(r) + r->len - PAGE_SIZE;
+}
 
 /* Frees the live mapping r (its guards already removed by the caller or not: the move
  * takes them off): pages moved and cached, old range quarantined; when the pages cannot move,

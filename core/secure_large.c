@@ -89,10 +89,9 @@ static void *huge_arm(void *base, size_t size, unsigned k)
 	char *p = (char *)base + ((size_t)1 << k);
 	r->req = size | (uint64_t)k << HUGE_FRONT_SHIFT;
 	pcpm_os_guard_install(base, (size_t)1 << k);
-	pcpm_os_guard_install(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
-	if (r->dirty > ((size_t)1 << k)) /* (its dirty head only, as calloc's) */
-		memset(p, 0, MIN(size, r->dirty - ((size_t)1 << k)));
-	secure_fill_canary(p + size, huge_base(r) + r->len - PAGE_SIZE);
+	pcpm_os_guard_install(huge_tail_guard(r), PAGE_SIZE);
+	memset(p, 0, huge_dirty_bytes(r, p, size)); /* (its dirty head only, as calloc's) */
+	secure_fill_canary(p + size, huge_tail_guard(r));
 	return p;
 }
 
@@ -287,14 +286,14 @@ void secure_large_free(void *ptr, const char *call, size_t size)
 		size_t n = huge_req_size(r);
 		if (huge_state(r) != HUGE_LIVE)
 			secure_double_free(p, call);
-		secure_check_canary(p, p + n, huge_base(r) + r->len - PAGE_SIZE, call);
+		secure_check_canary(p, p + n, huge_tail_guard(r), call);
 		if (size != SECURE_NO_SIZE && size != n)
 			secure_size_mismatch(p, size, n, call);
 		tcache_count(true);
 		if (unlikely(pcpm_nested())) {
 			/* deferred, then cached like any mapping: no guard page inside it */
 			pcpm_os_guard_remove(huge_base(r), huge_front(r));
-			pcpm_os_guard_remove(huge_base(r) + r->len - PAGE_SIZE, PAGE_SIZE);
+			pcpm_os_guard_remove(huge_tail_guard(r), PAGE_SIZE);
 			huge_defer(r); /* quarantined when drained */
 			return;
 		}
@@ -382,19 +381,19 @@ static void *huge_resize(char *p, struct region *r, size_t size)
 	size_t n = huge_req_size(r), front = huge_front(r);
 	if (huge_state(r) != HUGE_LIVE || size <= HUGE_THRESHOLD)
 		return NULL; /* (a freed block: the move's checks report it) */
-	char *guard = huge_base(r) + r->len - PAGE_SIZE;
+	char *guard = huge_tail_guard(r);
 	secure_check_canary(p, p + n, guard, "realloc");
 	size_t hlen = front + ALIGN_UP(size, PAGE_SIZE) + PAGE_SIZE;
 	if (hlen > r->len)
 		return NULL;
 	if (hlen < r->len) {
 		huge_shrink(r, hlen); /* (the old guard page goes with the tail) */
-		guard = huge_base(r) + hlen - PAGE_SIZE;
+		guard = huge_tail_guard(r);
 		pcpm_os_guard_install(guard, PAGE_SIZE);
 	}
 	if (size > n) /* the old canary's bytes */
 		memset(p + n, 0, size - n);
-	r->req = size | (r->req & ~((1ULL << HUGE_FRONT_SHIFT) - 1));
+	huge_set_req_size(r, size);
 	secure_fill_canary(p + size, guard);
 	return p;
 }
