@@ -208,9 +208,9 @@ void pcpm_config_init(void)
 				x = AUTO;
 				ok = true;
 			} else if (k >= 0) {
+				/* by name only: "1" for count_min would read as a typo of a
+				 * number, and the table's order is not an interface */
 				x = k;
-				ok = true;
-			} else if (parse_int(v, &x) && x >= t->min && x <= t->max) {
 				ok = true;
 			}
 		} else if (strcmp(v, "auto") == 0 && t->deflt == AUTO) {

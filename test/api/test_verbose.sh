@@ -65,6 +65,14 @@ grep -qE '^pcpmalloc:   PCPMALLOC_DIRTY_PCT +10 +\(env\)$' "$tmp/num.err" || fai
 [ "$(grep -c "ignoring PCPMALLOC_DECAY_MS=0x10" "$tmp/num.err")" = 1 ] || fail "0x10 not rejected once"
 [ "$(grep -c "ignoring PCPMALLOC_DIRTY_MIN_MB= 25" "$tmp/num.err")" = 1 ] ||
 	fail "' 25' not rejected once"
+# An enum takes its names only: an index ("1" for count_min) is rejected with one warning.
+LD_PRELOAD=$lib PCPMALLOC_VERBOSE=1 PCPMALLOC_DECAY_MODE=1 PCPMALLOC_CPU_SOURCE=2 \
+	"$target" >/dev/null 2>"$tmp/enum.err" || fail "enum run: exit $?"
+[ "$(grep -c "ignoring PCPMALLOC_DECAY_MODE=1: expected one of mainline|count_min" "$tmp/enum.err")" = 1 ] ||
+	fail "enum index 1 not rejected once"
+[ "$(grep -c "ignoring PCPMALLOC_CPU_SOURCE=2: expected one of rseq|getcpu|tid" "$tmp/enum.err")" = 1 ] ||
+	fail "enum index 2 not rejected once"
+grep -qE '^pcpmalloc:   PCPMALLOC_DECAY_MODE +mainline' "$tmp/enum.err" || fail "enum default not kept"
 
 # 3. A huge mapping refused under ulimit -v: NULL + ENOMEM and one decision line.
 (ulimit -v 1000000 && LD_PRELOAD=$lib PCPMALLOC_VERBOSE=1 "$target" huge-fail) >"$tmp/ulim.out" \
