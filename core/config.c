@@ -103,7 +103,7 @@ static const struct tunable table[] = {
 	{ "PCPMALLOC_TOPOLOGY_XML", T_STR, NULL, &pcpm_cfg.topology_xml, 0, 0, 0, NULL,
 	  "hwloc XML file: size the pcps for that machine instead of this one" },
 	{ "PCPMALLOC_TOPOLOGY_SYNTHETIC", T_STR, NULL, &pcpm_cfg.topology_synthetic, 0, 0, 0, NULL,
-	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine" },
+	  "hwloc synthetic description (e.g. \"pack:2 l3:1(size=33554432) core:8 pu:2\") instead of this machine (at most 8192 CPUs, the kernel's largest NR_CPUS; more: one warning, this machine used)" },
 	{ "PCPMALLOC_TOPOLOGY_LIB", T_STR, NULL, &pcpm_cfg.topology_lib, 0, 0, 0, NULL,
 	  "the hwloc library to dlopen (default libhwloc.so.15)" },
 	{ "PCPMALLOC_SYSFS_ROOT", T_STR, NULL, &pcpm_cfg.sysfs_root, 0, 0, 0, NULL,

@@ -6,6 +6,7 @@
 #include "cpuinfo.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 long __sysconf(int name); /* glibc's, exported (GLIBC_2.2.5) */
@@ -63,6 +64,7 @@ static int synthetic_count(const char *s)
 {
 	long n = 1;
 	int levels = 0, depth = 0;
+	bool too_many = false;
 	for (const char *p = s; *p; p++) {
 		if (*p == '(' || *p == '[') {
 			depth++;
@@ -72,15 +74,17 @@ static int synthetic_count(const char *s)
 			long a = 0;
 			while (p[1] >= '0' && p[1] <= '9')
 				a = a * 10 + (*++p - '0');
-			if (a <= 0 || a > 1L << 20)
+			if (a <= 0)
 				return 0;
-			n *= a;
+			/* saturates: the rest is still read, for a malformed arity */
+			too_many |= a > PCPM_FAKE_MAX_CPUS || n * a > PCPM_FAKE_MAX_CPUS;
+			n = too_many ? 1 : n * a;
 			levels++;
-			if (n > 1L << 20)
-				return 0;
 		}
 	}
-	return levels ? (int)n : 0;
+	if (!levels)
+		return 0;
+	return too_many ? PCPM_FAKE_MAX_CPUS + 1 : (int)n;
 }
 
 /* PU objects of an XML topology: occurrences of type="PU", read in pieces (no malloc). */

@@ -39,8 +39,14 @@ void pcpm_provisional_cache(struct pcpm_cpu_cache *c, int nr_online);
 /* Fills in l2_share_bytes and slice_bytes from the sizes and sharing counts. */
 void pcpm_cpu_cache_derive(struct pcpm_cpu_cache *c);
 
+/* The most CPUs a fake machine may have: the kernel's largest NR_CPUS on x86_64 (8192).
+ * A larger description is refused: hwloc builds a flat one of 100,000 PUs in minutes, in
+ * every process that loads the library. */
+#define PCPM_FAKE_MAX_CPUS 8192
+
 /* CPUs of a fake machine without loading hwloc: product of a synthetic description's
- * arities, or the PU objects of an XML file; 0 when unknown. */
+ * arities (PCPM_FAKE_MAX_CPUS + 1 once it passes PCPM_FAKE_MAX_CPUS), or the PU objects of
+ * an XML file; 0 when unknown or malformed. */
 int pcpm_fake_cpu_count(const char *xml, const char *synthetic);
 
 #endif

@@ -79,6 +79,11 @@ int main(int argc, char **argv)
 	};
 	/* Room for every PU os_index: a fake machine's count, else the configured CPUs. */
 	int n = pcpm_fake_cpu_count(xml, synth);
+	if (n > PCPM_FAKE_MAX_CPUS) {
+		fprintf(stderr, "pcpmalloc-topology: a machine of more than %d CPUs is not supported\n",
+			PCPM_FAKE_MAX_CPUS);
+		return 2;
+	}
 	long conf = sysconf(_SC_NPROCESSORS_CONF);
 	if (n < conf)
 		n = (int)conf;

@@ -97,6 +97,13 @@ void pcpm_topology_init(void)
 	}
 	/* A fake machine gets a pcp slot per CPU of its own, so that its sizes can be seen. */
 	int fake = pcpm_fake_cpu_count(pcpm_cfg.topology_xml, pcpm_cfg.topology_synthetic);
+	if (fake > PCPM_FAKE_MAX_CPUS) {
+		pcpm_warn("ignoring %s: a machine of more than %d CPUs; using this machine's",
+			  pcpm_cfg.topology_xml ? "PCPMALLOC_TOPOLOGY_XML" : "PCPMALLOC_TOPOLOGY_SYNTHETIC",
+			  PCPM_FAKE_MAX_CPUS);
+		pcpm_cfg.topology_xml = pcpm_cfg.topology_synthetic = NULL;
+		fake = 0;
+	}
 	if (fake > pcpm_nr_cpus)
 		pcpm_nr_cpus = fake;
 	pcpm_provisional_cache(&provisional, pcpm_nr_online);

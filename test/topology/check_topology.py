@@ -424,5 +424,21 @@ with tempfile.TemporaryDirectory() as d:
     if off and off["topology_why"] != "PCPMALLOC_TOPOLOGY=off":
         fail("PCPMALLOC_TOPOLOGY=off: reason %r" % off["topology_why"])
 
+# A fake machine past the kernel's largest NR_CPUS (8192) is refused with one warning and
+# this machine used (hwloc took minutes on a flat 99,999-PU description, in every process).
+HUGE = "pack:1 numa:1 core:1 pu:99999"
+st, err = run_lib(("synthetic", HUGE))
+ref, _ = run_lib(None)
+if st and ref:
+    if err.count("ignoring PCPMALLOC_TOPOLOGY_SYNTHETIC: a machine of more than 8192 CPUs") != 1:
+        fail("99,999 PUs: not one warning: %r" % err)
+    elif len(st["cpus"]) != len(ref["cpus"]):
+        fail("99,999 PUs: %d CPUs, this machine has %d" % (len(st["cpus"]), len(ref["cpus"])))
+    else:
+        print("ok: 99,999 PUs refused, this machine's %d CPUs used" % len(st["cpus"]))
+p = subprocess.run([tool, "--synthetic", HUGE], capture_output=True, text=True, timeout=60)
+if p.returncode != 2 or "more than 8192 CPUs" not in p.stderr:
+    fail("tool, 99,999 PUs: exit %d, %r" % (p.returncode, p.stderr))
+
 print("%d failures" % failures)
 sys.exit(1 if failures else 0)

@@ -137,6 +137,11 @@ int main(void)
 	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:2 numa:1 l3:1(size=110100480) l2:56(size=2097152) core:1 pu:2"), 224);
 	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:2 numa:1 l3:8(size=33554432) l2:4(size=524288) core:1 pu:2"), 128);
 	CHECK_EQ(pcpm_fake_cpu_count(NULL, "nonsense"), 0);
+	/* past the kernel's largest NR_CPUS: saturates (the library refuses such a machine) */
+	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:1 numa:1 core:1 pu:99999"), PCPM_FAKE_MAX_CPUS + 1);
+	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:4096 numa:1 core:4096 pu:4096"), PCPM_FAKE_MAX_CPUS + 1);
+	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:2 core:4096 pu:1"), PCPM_FAKE_MAX_CPUS);
+	CHECK_EQ(pcpm_fake_cpu_count(NULL, "pack:99999 core:0 pu:1"), 0);
 	CHECK_EQ(pcpm_fake_cpu_count(SRCDIR "/hybrid_l2.xml", NULL), 16);
 	printf("sizing: all cases match the hand-worked values\n");
 	return 0;
