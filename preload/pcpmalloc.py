@@ -6,7 +6,7 @@
 #   pcpmalloc run [--stats[=json]] [--secure] [-e VAR=value ...] -- CMD [ARG...]
 #   pcpmalloc stats FILE.json [B.json]
 #   pcpmalloc top PID [--once] [--json] [-d SECONDS]
-#   pcpmalloc prof [--alloc] [--top N] [--out DIR] -- CMD [ARG...]     (heap profile)
+#   pcpmalloc prof [--alloc|--inuse] [--rate B] [--top N] [--out DIR] -- CMD [ARG...]
 #   pcpmalloc prof [--alloc] [--svg OUT.svg | --html OUT.html] DUMP   (google-pprof)
 #   pcpmalloc prof --diff A.heap B.heap
 #
@@ -469,6 +469,19 @@ def read_live(pid):
     raise ValueError('the live page kept changing while it was read')
 
 
+def start_ms(pid):
+    """When process pid started, in ms of CLOCK_REALTIME (the clock of the page's updated_ms),
+    to the second; None when it cannot be read."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            ticks = int(f.read().rsplit(')', 1)[1].split()[19])    # field 22, starttime
+        with open('/proc/stat') as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith('btime '))
+        return (btime + ticks / os.sysconf('SC_CLK_TCK')) * 1000
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -613,6 +626,15 @@ def cmd_top(o):
             die(f'{path}: {e}', 1)
         if hdr['pid'] != pid:
             die(f'{path} belongs to pid {hdr["pid"]}', 1)
+        born = start_ms(pid) if prev is None else None
+        if born is not None and hdr['updated_ms'] < born - 2000:
+            # a page a killed process left behind, its pid now another process's: wait for
+            # this one to publish over it, as for a page not there yet
+            if time.monotonic() < deadline and alive(pid):
+                time.sleep(0.1)
+                continue
+            die(f'{path} was left behind by an earlier process {pid} (last updated before '
+                f'this one started); {why_no_page(pid)}', 1)
         if prev is not None and hdr['seq'] == prev[0]['seq']:
             # not republished yet: wait for the next update (a stale page of a process that
             # died without removing it is never updated again)
@@ -659,7 +681,8 @@ HELP_EPILOG = f'''commands:
         two of them counter by counter.
   top PID [--once] [--json] [-d SECONDS]
         live per-CPU view of a process running under pcpmalloc with PCPMALLOC_LIVE=1.
-  prof [--alloc] [--top N] [--out DIR] -- CMD [ARG...]  |  prof DUMP
+  prof [--alloc | --inuse] [--rate BYTES] [--top N] [--out DIR] -- CMD [ARG...]
+  prof [--alloc | --inuse] DUMP
   prof --svg OUT.svg DUMP  |  prof --html OUT.html DUMP  |  prof --diff A B
         heap profile (PCPMALLOC_PROF=1): run CMD sampled, dump at exit and print its top
         allocation sites with google-pprof; draw a dump's call graph; compare two dumps.

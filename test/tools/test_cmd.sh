@@ -173,6 +173,7 @@ top)
 	rc2=$?
 	page=/dev/shm/pcpmalloc.$pid
 	[ -e "$page" ] && ok "the live page $page exists while wl-churn runs" || fail "no $page while wl-churn runs"
+	cp "$page" "$tmp/page.copy" 2>/dev/null
 	alive_after=0
 	kill -0 "$pid" 2>/dev/null && alive_after=1
 	wait "$pid"
@@ -181,6 +182,27 @@ top)
 	[ $alive_after = 1 ] || fail "wl-churn finished before top had read it (n=$n): the check proves nothing"
 	[ $rc = 0 ] || { fail "top --once --json: exit $rc"; cat "$tmp/top.err"; }
 	[ -e "$page" ] && fail "$page left behind after exit" || ok "the page is removed at exit"
+	# A page a killed process left behind, its pid now another process's (one that does not
+	# publish): top must not show the dead process's figures as this one's.
+	sleep 30 &
+	spid=$!
+	"$py" - "$tmp/page.copy" "/dev/shm/pcpmalloc.$spid" "$spid" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+upd, = struct.unpack_from('<Q', b, 32)
+struct.pack_into('<Q', b, 32, upd - 60000)          # updated_ms: a minute before
+struct.pack_into('<I', b, 48, int(sys.argv[3]))     # pid: the new process's
+open(sys.argv[2], 'wb').write(b)
+PY
+	"$pcpm" top --once --wait 0.5 "$spid" >"$tmp/stale.out" 2>&1
+	src=$?
+	kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+	rm -f "/dev/shm/pcpmalloc.$spid"
+	if [ $src = 1 ] && has "$tmp/stale.out" "left behind by an earlier process $spid" "stale page"; then
+		ok "a stale page of a reused pid refused: $(head -c 160 "$tmp/stale.out")"
+	else
+		fail "stale page of a reused pid: exit $src, $(head -c 300 "$tmp/stale.out")"
+	fi
 	"$py" - "$tmp/top.json" "$tmp/exit.json" "$pid" <<'PY' >"$tmp/top.chk" 2>&1 && ok "top --once --json: $(cat "$tmp/top.chk")" || fail "top --once --json: $(cat "$tmp/top.chk")"
 import json, sys
 top = json.loads(open(sys.argv[1]).read().splitlines()[0])
