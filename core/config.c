@@ -67,7 +67,7 @@ static const struct tunable table[] = {
 	  "count_min mode decays by min(count_min, high / div); sheaves in use give back at most 1/div of what they hold per period" },
 	{ "PCPMALLOC_TCACHE", T_INT, I(tcache), 1, 0, 1, NULL, "per-thread object caches" },
 	{ "PCPMALLOC_TCACHE_GROW_KB", T_INT, I(tcache_grow_kb), 2048, 0, 1 << 16, NULL,
-	  "capacity a thread's caches may grow by for classes whose objects make round trips to the slabs (KiB of objects; 0: no growth)" },
+	  "capacity a thread's caches may grow by for classes whose objects make round trips to the slabs (KiB of objects; all threads together at most 4 times this; 0: no growth)" },
 	{ "PCPMALLOC_SECURE", T_INT, I(secure), 0, 0, 1, NULL,
 	  "1: hardened mode: canaries, guard pages, zeroed and quarantined free memory, checked sizes" },
 	{ "PCPMALLOC_SECURE_FAR_GUARD", T_INT, I(secure_far_guard), 1, 0, 1, NULL,

@@ -55,6 +55,7 @@
 	X(sheaf_inbox_drains)	/* inboxes taken whole by their CPU (or by decay and flushes) */  \
 	X(sheaf_lock_contended)	/* CPU sheaf trylock failures (the slabs were used instead) */   \
 	X(tcache_bytes)		/* now: free objects on the thread caches' stacks (bytes) */      \
+	X(tcache_grown_bytes)	/* now: capacity the stacks grew by, all threads (bytes of objects) */ \
 	X(sheaf_bytes)		/* now: free objects on the CPU sheaves, main and spare (bytes) */ \
 	X(sheaf_home_bytes)	/* now: objects come home, waiting on home chains and inboxes */  \
 	X(cpu_slab_bytes)	/* now: the CPU slabs' uncarved tails (bytes, never written) */    \

@@ -32,8 +32,12 @@ static size_t mid_class_bytes PCPM_READ_MOSTLY, mid_bytes PCPM_READ_MOSTLY;
 static size_t nr_slots PCPM_READ_MOSTLY;
 /* Classes whose stacks may grow (the first nr_grow) and by how many bytes of objects a
  * thread's may (PCPMALLOC_TCACHE_GROW_KB): tcache_grow_refill.  Above 4 CPUs only up to
- * TC_GROW_MAX_SIZE (above: tcache_mid_trim's byte bounds), at most 4 CPUs every class. */
+ * TC_GROW_MAX_SIZE (above: tcache_mid_trim's byte bounds), at most 4 CPUs every class.
+ * All threads' growth together is at most TC_GROW_THREADS times a thread's (tcmalloc's
+ * overall thread-cache budget): an idle live thread keeps what it grew, and 300 threads
+ * that each grew their 16-32 KiB stacks once held 422 MB on 2 CPUs. */
 #define TC_GROW_MAX_SIZE 4096
+#define TC_GROW_THREADS 4
 static unsigned nr_grow PCPM_READ_MOSTLY;
 static size_t tc_grow_bytes PCPM_READ_MOSTLY;
 
@@ -245,17 +249,22 @@ static void grow_set_cap(struct tcache *tc, unsigned cls, unsigned cap)
 	unsigned base = grow_base(cls), n = tcache_bin_count(b), old = tc->cap[cls];
 	if (n > cap) /* (a front end's stack: its newest, as tcache_mode_flush) */
 		flush_stack(tc, b, cls, n - cap, b == &tc->sbins[cls]);
-	tc->grown -= (size_t)(old > base ? old - base : 0) * pcpm_class_size[cls];
-	tc->grown += (size_t)(cap > base ? cap - base : 0) * pcpm_class_size[cls];
+	size_t was = (size_t)(old > base ? old - base : 0) * pcpm_class_size[cls];
+	size_t now = (size_t)(cap > base ? cap - base : 0) * pcpm_class_size[cls];
+	tc->grown += now - was;
+	__atomic_fetch_add(&pcpm_tcache_grown, now - was, __ATOMIC_RELAXED); /* (mod 2^64) */
 	tc->cap[cls] = (uint16_t)cap;
 	bin_set_cap(b, cap);
 }
 
-/* Room for need more bytes of growth of cls: the other grown classes, those refilled
- * longest ago first, back to their base until it fits; false when it does not. */
+/* Room for need more bytes of growth of cls, in the thread's budget and in all threads':
+ * the thread's other grown classes, those refilled longest ago first, back to their base
+ * until it fits; false when it does not. */
 static bool grow_budget(struct tcache *tc, unsigned cls, size_t need)
 {
-	while (tc->grown + need > tc_grow_bytes) {
+	while (tc->grown + need > tc_grow_bytes ||
+	       __atomic_load_n(&pcpm_tcache_grown, __ATOMIC_RELAXED) + need >
+		       TC_GROW_THREADS * tc_grow_bytes) {
 		unsigned v = NR_SIZE_CLASSES;
 		for (unsigned c = 0; c < nr_grow; c++)
 			if (c != cls && tc->cap[c] > grow_base(c) &&

@@ -20,6 +20,7 @@ static pcpm_lock_t registry_lock PCPM_HOT = PCPM_LOCK_INIT;
 static struct tcache *registry PCPM_HOT;
 static struct tcache *free_caches; /* caches of exited threads, under registry_lock */
 unsigned pcpm_tcache_live;
+size_t pcpm_tcache_grown;
 /* counters of caches that are gone (thread exit) and of calls made without a cache */
 struct tc_counts {
 	uint64_t malloc_calls, free_calls, refills, flushes, large_allocs;
@@ -85,6 +86,8 @@ void tcache_registry_retire(struct tcache *tc)
 	else
 		registry = tc->next;
 	pcpm_tcache_live--;
+	__atomic_fetch_sub(&pcpm_tcache_grown, tc->grown, __ATOMIC_RELAXED);
+	tc->grown = 0; /* (its capacities are set anew when the cache is reused) */
 	if (tc->next)
 		tc->next->prev = tc->prev;
 	counts_add(&dead, tc);
@@ -193,6 +196,7 @@ void tcache_stats_add(struct pcpm_stats *s)
 		}
 		pcpm_unlock(&registry_lock);
 	}
+	s->tcache_grown_bytes += __atomic_load_n(&pcpm_tcache_grown, __ATOMIC_RELAXED);
 	s->malloc_calls += sum.malloc_calls;
 	s->free_calls += sum.free_calls;
 	s->tcache_refills += sum.refills;
@@ -245,4 +249,5 @@ void tcache_fork_child(void)
 		registry = NULL;
 	}
 	pcpm_tcache_live = registry != NULL;
+	pcpm_tcache_grown = registry ? me->grown : 0;
 }

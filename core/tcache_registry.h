@@ -137,6 +137,10 @@ _Static_assert(__builtin_offsetof(struct tcache, sbins) <= TC_BIN8_NONE * 8 &&
 
 /* Live caches (registry lock; read racily: tcache.c's stacks grow while there is one). */
 extern unsigned pcpm_tcache_live;
+/* Bytes of capacity the live caches' stacks grew by, all threads together (atomic: tcache.c
+ * adds and takes on its slow paths; a thread's at its exit; the forking thread's in a fork
+ * child).  tcache.c bounds it, so idle live threads cannot keep the growth of every one. */
+extern size_t pcpm_tcache_grown;
 
 /* The registry (registry lock, taken inside).  reuse: a cache an exited thread left, NULL
  * when there is none (its contents as the thread left them); add: tc becomes live (set-up);
