@@ -616,7 +616,10 @@ static void *__realloc(char *p, size_t size)
 void *secure_realloc(void *p, size_t size)
 {
 	PCPM_INSIDE_BEGIN();
+	int e = errno;
 	void *q = __realloc(p, size);
+	if (q) /* a grow in place or a new mapping may have failed before the move succeeded */
+		errno = e;
 	PCPM_INSIDE_END();
 	return q;
 }
